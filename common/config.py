@@ -1,0 +1,261 @@
+"""Configuration: one YAML file describing the clusters to watch and where results go.
+
+Every key is documented in ``docs/reference-config.yaml``. Loading order: built-in defaults (the embedded
+demo), then the file, then ``KOBS__``-prefixed environment variables (``KOBS__METRICS_TOPIC__NAME=x``,
+``KOBS__CLUSTERS__0__BOOTSTRAP_SERVERS=host:9092``; values are parsed as YAML scalars). Secrets are never
+written in the file: keys ending in ``_env`` name the environment variable that holds them.
+Invalid input raises :class:`ConfigError` with one line naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+ENV_PREFIX = "KOBS__"
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; ``str()`` is one line naming the key and the fix."""
+
+
+def _host_port(value: str) -> str:
+    match = _HOST_PORT.match(value)
+    if not match or not 0 < int(match.group(2)) < 65536:
+        raise ValueError(f"{value!r} is not host:port — write it like 127.0.0.1:9092")
+    return value
+
+
+def _http_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s:]+(:\d{1,5})?(/\S*)?$", value):
+        raise ValueError(f"{value!r} is not an http(s) URL — write it like http://broker-1:7071/metrics")
+    return value
+
+
+def _zk_connect(value: str) -> str:
+    hosts, _, chroot = value.partition("/")
+    for host in hosts.split(","):
+        _host_port(host)
+    if chroot and not re.match(r"^[\w./-]+$", chroot):
+        raise ValueError(f"ZooKeeper chroot /{chroot!r} has invalid characters")
+    return value
+
+
+def _comma_list(value: Any) -> Any:
+    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+
+HostPort = Annotated[str, AfterValidator(_host_port)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+Servers = Annotated[list[HostPort], BeforeValidator(_comma_list), Field(min_length=1)]
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Security(_Model):
+    """Client security passed through to librdkafka; secrets come from environment variables."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"] | None = None
+    sasl_username: str | None = None
+    sasl_password_env: str | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password_env: str | None = None
+
+
+class JmxEndpoint(_Model):
+    broker_id: int = Field(ge=0)
+    address: HostPort
+
+
+class ExporterEndpoint(_Model):
+    broker_id: int = Field(ge=0)
+    url: HttpUrl
+
+
+class ProducerEndpoint(_Model):
+    """A producer application's metrics: a JMX port or a JMX-exporter URL (exactly one)."""
+
+    client_id: str
+    url: HttpUrl | None = None
+    jmx: HostPort | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ProducerEndpoint:
+        if (self.url is None) == (self.jmx is None):
+            raise ValueError("set exactly one of url or jmx")
+        return self
+
+
+class Cluster(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    bootstrap_servers: Servers
+    mode: Literal["auto", "zookeeper", "kraft"] = "auto"
+    zookeeper: Annotated[str, AfterValidator(_zk_connect)] | None = None
+    security: Security = Security()
+    client_properties: dict[str, str | int | float | bool] = {}
+    jmx: list[JmxEndpoint] = []
+    exporters: list[ExporterEndpoint] = []
+    producers: list[ProducerEndpoint] = []
+
+
+class MetricsTopic(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "kobs.metrics"
+    partitions: int = Field(default=6, ge=1)
+    replication_factor: int = Field(default=1, ge=1)
+    bootstrap_servers: Servers | None = None  # default: the first cluster's
+    security: Security = Security()
+
+
+class Intervals(_Model):
+    metrics_s: Seconds = 15.0
+    offsets_s: Seconds = 10.0
+    metadata_s: Seconds = 30.0
+    producers_s: Seconds = 15.0
+
+
+class Sinks(_Model):
+    run_dir: Path = Path("var")
+    spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    exporter_address: HostPort = "127.0.0.1:9308"
+    self_metrics_address: HostPort = "127.0.0.1:9309"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.run_dir / "spool"
+
+    @property
+    def history_dir(self) -> Path:
+        return self.run_dir / "history"
+
+    @property
+    def dead_letter_dir(self) -> Path:
+        return self.run_dir / "dead-letter"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+
+class Config(_Model):
+    clusters: list[Cluster] = Field(min_length=1)
+    metrics_topic: MetricsTopic = MetricsTopic()
+    intervals: Intervals = Intervals()
+    sinks: Sinks = Sinks()
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Config:
+        names = [c.name for c in self.clusters]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"cluster names must be unique; {duplicates} repeat")
+        return self
+
+    @property
+    def metrics_bootstrap(self) -> list[str]:
+        return self.metrics_topic.bootstrap_servers or self.clusters[0].bootstrap_servers
+
+
+DEFAULTS: dict[str, Any] = {"clusters": [{"name": "demo", "bootstrap_servers": ["127.0.0.1:9092"]}]}
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Defaults, then ``path`` (if given), then ``KOBS__`` environment overrides, validated."""
+    environ = os.environ if environ is None else environ
+    where = "defaults" if path is None else str(path)
+    raw: dict[str, Any] = DEFAULTS if path is None else _read_yaml(Path(path))
+    raw = _apply_env(raw, environ)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"config error in {where}: {_describe(exc)}") from None
+
+
+def secret(environ_name: str | None, key: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of a secret named by an ``*_env`` key; a clear error when the variable is unset."""
+    if environ_name is None:
+        return None
+    value = (os.environ if environ is None else environ).get(environ_name)
+    if value is None:
+        raise ConfigError(f"config error: {key} names environment variable {environ_name}, which is not set")
+    return value
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config error: file {path} not found — pass an existing file to --config") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config error in {path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"config error in {path}: the top level must be a mapping of keys, not a list/value")
+    return doc
+
+
+def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    doc: Any = yaml.safe_load(yaml.safe_dump(raw))  # deep copy of plain data
+    for name, text in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        node = doc
+        for i, part in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"config error: {name}: no list item {part} to override")
+                part = int(part)
+            elif not isinstance(node, dict):
+                raise ConfigError(f"config error: {name}: {'.'.join(path[:i])} is not a mapping")
+            if last:
+                node[part] = yaml.safe_load(text)
+            else:
+                if isinstance(node, dict) and part not in node:
+                    node[part] = {}
+                node = node[part]
+    return doc
+
+
+def _all_keys() -> set[str]:
+    keys: set[str] = set()
+    for model in (Config, Cluster, Security, JmxEndpoint, ExporterEndpoint, ProducerEndpoint, MetricsTopic):
+        keys.update(model.model_fields)
+    keys.update(Intervals.model_fields, Sinks.model_fields)
+    return keys
+
+
+def _describe(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    loc = ""
+    for part in error["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    kind, message = error["type"], error["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1])
+        close = difflib.get_close_matches(key, _all_keys(), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else "remove it (see docs/reference-config.yaml)"
+        return f"{loc}: unknown key — {hint}"
+    if kind == "missing":
+        return f"{loc}: required key is missing — add it (see docs/reference-config.yaml)"
+    shown = repr(error["input"]) if not isinstance(error["input"], dict | list) else "value"
+    if kind.endswith("_type") or kind.endswith("_parsing") or kind == "literal_error":
+        return f"{loc}: {shown} is invalid — {message}"
+    return f"{loc or 'config'}: {message}"

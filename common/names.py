@@ -1,0 +1,54 @@
+"""Canonical metric names on the metrics topic: the vocabulary collectors write and jobs read.
+
+Collectors map whatever a source calls a metric (a JMX bean, a JMX-exporter series) onto these names, so
+the jobs never depend on how a cluster is scraped. Counters end in ``_total`` and carry the cumulative
+``Count`` of a Kafka meter; rates are derived downstream. Every name is listed with its labels in
+``docs/contract.md``.
+"""
+
+# Broker gauges and meters; label ``broker`` (broker id), plus ``topic`` where the bean has one.
+UNDER_REPLICATED_PARTITIONS = "kafka_broker_under_replicated_partitions"
+UNDER_MIN_ISR_PARTITIONS = "kafka_broker_under_min_isr_partitions"
+PARTITION_COUNT = "kafka_broker_partitions"
+LEADER_COUNT = "kafka_broker_leaders"
+ISR_SHRINKS = "kafka_broker_isr_shrinks_total"
+ISR_EXPANDS = "kafka_broker_isr_expands_total"
+ACTIVE_CONTROLLER = "kafka_controller_active"
+OFFLINE_PARTITIONS = "kafka_controller_offline_partitions"
+UNCLEAN_ELECTIONS = "kafka_controller_unclean_leader_elections_total"
+LEADER_ELECTIONS = "kafka_controller_leader_elections_total"
+MESSAGES_IN = "kafka_broker_messages_in_total"
+BYTES_IN = "kafka_broker_bytes_in_total"
+BYTES_OUT = "kafka_broker_bytes_out_total"
+FAILED_PRODUCE_REQUESTS = "kafka_broker_failed_produce_requests_total"
+OFFLINE_LOG_DIRS = "kafka_broker_offline_log_dirs"
+REQUESTS = "kafka_request_total"  # labels: request
+REQUEST_ERRORS = "kafka_request_errors_total"  # labels: request, error
+REQUEST_TIME_MS = "kafka_request_time_ms_mean"  # labels: request
+
+# Per partition, from the broker's log beans; labels ``broker``, ``topic``, ``partition``.
+LOG_SIZE_BYTES = "kafka_log_size_bytes"
+
+# Per partition, from the Admin API or the log beans; labels ``topic``, ``partition``.
+PARTITION_START_OFFSET = "kafka_partition_start_offset"
+PARTITION_END_OFFSET = "kafka_partition_end_offset"
+PARTITION_REPLICAS = "kafka_partition_replicas"
+PARTITION_ISR = "kafka_partition_in_sync_replicas"
+PARTITION_LEADER = "kafka_partition_leader"  # broker id; -1 when offline
+TOPIC_MIN_ISR = "kafka_topic_min_insync_replicas"  # label: topic
+
+# Consumer groups; labels ``group`` (and ``topic``, ``partition`` for offsets, ``state`` for info).
+GROUP_COMMITTED_OFFSET = "kafka_consumergroup_committed_offset"
+GROUP_MEMBERS = "kafka_consumergroup_members"
+GROUP_INFO = "kafka_consumergroup_info"  # value 1; label ``state``
+
+# Producer clients; label ``client_id``.
+PRODUCER_BUFFER_AVAILABLE_BYTES = "kafka_producer_buffer_available_bytes"
+PRODUCER_BUFFER_TOTAL_BYTES = "kafka_producer_buffer_total_bytes"
+PRODUCER_BUFFERPOOL_WAIT_RATIO = "kafka_producer_bufferpool_wait_ratio"
+PRODUCER_BUFFERPOOL_WAIT_NS = "kafka_producer_bufferpool_wait_time_ns_total"
+PRODUCER_WAITING_THREADS = "kafka_producer_waiting_threads"
+PRODUCER_RECORD_SEND_RATE = "kafka_producer_record_send_rate"
+PRODUCER_RECORD_ERROR_RATE = "kafka_producer_record_error_rate"
+PRODUCER_RECORD_ERRORS = "kafka_producer_record_errors_total"
+PRODUCER_REQUEST_LATENCY_MS = "kafka_producer_request_latency_avg_ms"

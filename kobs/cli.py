@@ -1,0 +1,104 @@
+"""``kobs``: the one entry point, with a subcommand for every runnable part of Kafka Observatory."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from common.config import ConfigError, load_config
+
+CONFIG_HELP = "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
+
+# Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
+PLANNED = {
+    "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
+    "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
+    "whatif": ("answer capacity what-if questions from the command line", 6),
+    "app": ("serve the Streamlit app: live state and capacity what-if", 6),
+    "dashboards": ("generate the Grafana dashboards (JSON) from their grafanalib sources", 7),
+    "alerts": ("check and test the Prometheus alert rules and Alertmanager routing", 7),
+    "bench": ("run the benchmarks and print figures against their named baselines", 5),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.run(args)
+    except ConfigError as exc:
+        print(f"kobs: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kobs",
+        description="Kafka Observatory: observability and capacity analytics for Apache Kafka.",
+        epilog="Run 'kobs <command> --help' for a command's options.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    commands = parser.add_subparsers(title="commands", metavar="<command>", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="start the embedded stack (broker, ZooKeeper, Prometheus, Alertmanager) and keep it running",
+        description="Start the embedded stack on 127.0.0.1, print what runs where, run until Ctrl-C, "
+        "then stop everything.",
+    )
+    demo.add_argument("--run-dir", type=Path, help="where logs and data go (default: var/demo-<time>)")
+    demo.add_argument("--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
+    demo.set_defaults(run=_demo)
+
+    collect = commands.add_parser(
+        "collect",
+        help="scrape the configured clusters into the metrics topic",
+        description="Run every configured source (JMX, exporters, ZooKeeper, Admin API, producers) on its "
+        "interval and publish batches to the metrics topic.",
+    )
+    collect.add_argument("--config", type=Path, help=CONFIG_HELP)
+    collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
+    collect.set_defaults(run=_collect)
+
+    for name, (help_text, issue) in PLANNED.items():
+        sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
+        sub.add_argument("--config", type=Path, help=CONFIG_HELP)
+        sub.set_defaults(run=_not_yet(name, issue))
+    return parser
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from kobs.demo import run_demo
+
+    return run_demo(run_dir=args.run_dir, duration_s=args.duration)
+
+
+def _collect(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    clusters = ", ".join(f"{c.name} ({','.join(c.bootstrap_servers)})" for c in config.clusters)
+    print(f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}")
+    print("kobs collect: the collectors are not yet available (issue #4)", file=sys.stderr)
+    return 3
+
+
+def _not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        if args.config is not None:
+            load_config(args.config)
+        print(f"kobs {name}: not yet available (issue #{issue})", file=sys.stderr)
+        return 3
+
+    return run
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Start, watch and stop one server process we own: loopback port, log file, readiness, stop by PID.
+
+Every process is started in its own session (process group) so stopping it also ends its children, and
+is remembered in a registry so that nothing outlives the Python process that started it (``atexit``) and
+tests can assert that no server is left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+HOST = "127.0.0.1"
+_LIVE: dict[int, ManagedProcess] = {}
+
+
+class PeerError(RuntimeError):
+    """A peer failed to start or become ready; the message carries the tail of its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def tcp_ready(port: int) -> Callable[[], bool]:
+    def check() -> bool:
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.5):
+            return True
+        return False
+
+    return check
+
+
+def http_ready(url: str) -> Callable[[], bool]:
+    def check() -> bool:
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:
+            return response.status == 200
+        return False
+
+    return check
+
+
+def live_processes() -> list[ManagedProcess]:
+    """Processes started here and not yet stopped."""
+    return [p for p in _LIVE.values() if p.running]
+
+
+class ManagedProcess:
+    """One server process: ``start()`` waits for readiness, ``stop()`` ends it by PID (TERM, then KILL)."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        run_dir: Path,
+        ready: Callable[[], bool],
+        env: dict[str, str] | None = None,
+        start_timeout_s: float = 30.0,
+    ):
+        self.name = name
+        self.argv = list(argv)
+        self.run_dir = Path(run_dir)
+        self.log_path = self.run_dir / f"{name}.log"
+        self._ready = ready
+        self._env = env
+        self._start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> ManagedProcess:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.run_dir,
+                env={**os.environ, **(self._env or {})},
+                start_new_session=True,
+            )
+        _LIVE[self._proc.pid] = self
+        deadline = time.monotonic() + self._start_timeout_s
+        while not self._ready():
+            if not self.running:
+                raise PeerError(f"{self.name} exited with code {self._proc.returncode}: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise PeerError(f"{self.name} not ready after {self._start_timeout_s:.0f}s: {self.log_tail()}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ends the process group we started (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        _LIVE.pop(proc.pid, None)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return "(no log)"
+        return " | ".join(text) or "(empty log)"
+
+    def __enter__(self) -> ManagedProcess:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for proc in list(_LIVE.values()):
+        proc.stop(timeout_s=5)

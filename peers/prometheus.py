@@ -1,0 +1,98 @@
+"""Embedded Prometheus and Alertmanager (Debian packages) on loopback, with small HTTP API helpers."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from peers.process import HOST, ManagedProcess, free_port, http_ready
+
+
+def http_json(url: str, data: bytes | None = None, timeout_s: float = 10.0) -> Any:
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return json.load(response)
+
+
+class Prometheus(ManagedProcess):
+    """Prometheus scraping ``scrape_targets`` (job name -> list of host:port) every ``scrape_interval``."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        scrape_targets: dict[str, list[str]] | None = None,
+        rule_files: list[Path] | None = None,
+        alertmanager: str | None = None,
+        scrape_interval: str = "1s",
+        port: int | None = None,
+    ):
+        self.port = port or free_port()
+        run_dir = Path(run_dir)
+        config: dict[str, Any] = {
+            "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+            "scrape_configs": [
+                {"job_name": job, "static_configs": [{"targets": targets}]}
+                for job, targets in (scrape_targets or {}).items()
+            ],
+            "rule_files": [str(p) for p in rule_files or []],
+        }
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_path = run_dir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(config))
+        argv = [
+            "prometheus",
+            f"--config.file={config_path}",
+            f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
+            f"--web.listen-address={HOST}:{self.port}",
+            "--web.enable-lifecycle",
+        ]
+        super().__init__("prometheus", argv, run_dir, http_ready(f"{self.url}/-/ready"))
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query; returns the result vector (raises on a query error)."""
+        doc = http_json(f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        if doc.get("status") != "success":
+            raise RuntimeError(f"query {expr!r} failed: {doc}")
+        return doc["data"]["result"]
+
+
+class Alertmanager(ManagedProcess):
+    """Alertmanager with a given routing config, kept off the network (no cluster listener)."""
+
+    def __init__(self, run_dir: Path, config: dict[str, Any] | None = None, port: int | None = None):
+        self.port = port or free_port()
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_path = run_dir / "alertmanager.yml"
+        config = config or {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]}
+        config_path.write_text(yaml.safe_dump(config))
+        argv = [
+            "prometheus-alertmanager",
+            f"--config.file={config_path}",
+            f"--storage.path={run_dir / 'alertmanager-data'}",
+            f"--web.listen-address={HOST}:{self.port}",
+            "--cluster.listen-address=",
+        ]
+        super().__init__("alertmanager", argv, run_dir, http_ready(f"{self.url}/-/ready"))
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return http_json(f"{self.url}/api/v2/alerts")

@@ -1,0 +1,103 @@
+"""The embedded stack the demo runs: broker, ZooKeeper, Prometheus and Alertmanager on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from common.config import Config, load_config
+from peers.kafka import KafkaBroker
+from peers.process import ManagedProcess, free_port, port_is_free
+from peers.prometheus import Alertmanager, Prometheus
+from peers.zookeeper import ZooKeeper
+
+# Conventional ports, used when free so that links and docs work; otherwise any free port.
+PREFERRED_PORTS = {"kafka": 9092, "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093}
+
+
+def pick_port(name: str) -> int:
+    preferred = PREFERRED_PORTS[name]
+    return preferred if port_is_free(preferred) else free_port()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1) -> None:
+    """Create a topic; an existing topic is fine, any other failure raises."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(name, partitions, replication_factor)], operation_timeout=10)[name]
+    try:
+        future.result(timeout=15)
+    except Exception as exc:  # confluent-kafka raises KafkaException wrapping a KafkaError
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise
+
+
+@dataclass
+class EmbeddedStack:
+    run_dir: Path
+    processes: list[ManagedProcess] = field(default_factory=list)
+    config: Config | None = None
+
+    def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            progress("starting Kafka-protocol broker (tansu) ...")
+            kafka = self._add(KafkaBroker(self.run_dir, pick_port("kafka")))
+            progress("starting ZooKeeper ...")
+            zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
+            config_path = self.run_dir / "kobs.yaml"
+            config_path.write_text(
+                yaml.safe_dump(
+                    {
+                        "clusters": [
+                            {"name": "demo", "bootstrap_servers": [kafka.bootstrap], "zookeeper": zookeeper.connect}
+                        ],
+                        "sinks": {"run_dir": str(self.run_dir)},
+                    }
+                )
+            )
+            self.config = load_config(config_path)
+            progress("starting Alertmanager ...")
+            alertmanager = self._add(Alertmanager(self.run_dir, port=pick_port("alertmanager")))
+            progress("starting Prometheus ...")
+            sinks = self.config.sinks
+            targets = {"kobs-exporter": [sinks.exporter_address], "kobs-collector": [sinks.self_metrics_address]}
+            self._add(
+                Prometheus(
+                    self.run_dir,
+                    targets,
+                    alertmanager=alertmanager.address,
+                    scrape_interval="5s",
+                    port=pick_port("prometheus"),
+                )
+            )
+            topic = self.config.metrics_topic
+            progress(f"creating metrics topic {topic.name} ({topic.partitions} partitions) ...")
+            create_topic(kafka.bootstrap, topic.name, topic.partitions)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _add(self, process: ManagedProcess) -> ManagedProcess:
+        self.processes.append(process)
+        return process.start()
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            with contextlib.suppress(Exception):
+                process.stop()
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(what, where) rows for people: addresses, URLs and the run directory."""
+        rows = []
+        for p in self.processes:
+            where = getattr(p, "url", None) or getattr(p, "bootstrap", None) or getattr(p, "connect", "")
+            rows.append((f"{p.name} (pid {p.pid})", where))
+        rows.append(("configuration", str(self.run_dir / "kobs.yaml")))
+        rows.append(("logs and data", str(self.run_dir)))
+        return rows

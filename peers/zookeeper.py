@@ -1,0 +1,53 @@
+"""An embedded ZooKeeper 3.8 (Debian's ``zookeeper`` package), standalone, with optional remote JMX."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from pathlib import Path
+
+from peers.process import HOST, ManagedProcess, free_port
+
+CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar:/usr/share/java/netty-all.jar:/usr/share/java/commons-cli.jar:/usr/share/java/metrics-core.jar:/usr/share/java/snappy-java.jar"
+
+
+def jmx_flags(port: int) -> list[str]:
+    """JVM flags that open an unauthenticated JMX/RMI endpoint on 127.0.0.1:``port`` only."""
+    return [
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        f"-Dcom.sun.management.jmxremote.host={HOST}",
+        f"-Djava.rmi.server.hostname={HOST}",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]
+
+
+def _srvr_ok(port: int) -> bool:
+    """ZooKeeper's ``srvr`` four-letter word answers once the server serves requests."""
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1) as sock:
+        sock.sendall(b"srvr")
+        return b"Mode:" in sock.recv(4096)
+    return False
+
+
+class ZooKeeper(ManagedProcess):
+    def __init__(self, run_dir: Path, port: int | None = None, jmx_port: int | None = None):
+        self.port = port or free_port()
+        self.jmx_port = jmx_port
+        run_dir = Path(run_dir)
+        data_dir = run_dir / "zookeeper-data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = run_dir / "zoo.cfg"
+        cfg.write_text(
+            f"tickTime=500\ndataDir={data_dir}\nclientPort={self.port}\nclientPortAddress={HOST}\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok,mntr\nmaxSessionTimeout=60000\n"
+        )
+        argv = ["java", "-Xmx256m", *(jmx_flags(jmx_port) if jmx_port else [])]
+        argv += ["-cp", CLASSPATH, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)]
+        super().__init__("zookeeper", argv, run_dir, lambda: _srvr_ok(self.port))
+
+    @property
+    def connect(self) -> str:
+        return f"{HOST}:{self.port}"
