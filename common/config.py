@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 ENV_PREFIX = "KOBS__"
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
@@ -198,15 +206,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text())
     except FileNotFoundError:
-        raise ConfigError(f"config error: file {path} not found — pass an existing file to --config") from None
+        raise ConfigError(
+            f"config error: file {path} not found — pass an existing file to --config"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"config error in {path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(
+            f"config error in {path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}"
+        ) from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
-        raise ConfigError(f"config error in {path}: the top level must be a mapping of keys, not a list/value")
+        raise ConfigError(
+            f"config error in {path}: the top level must be a mapping of keys, not a list/value"
+        )
     return doc
 
 
@@ -243,7 +257,8 @@ def _all_keys() -> set[str]:
 
 
 def _describe(exc: ValidationError) -> str:
-    error = exc.errors()[0]
+    # A misspelt key shows up twice (unknown + missing): name the misspelling, it is the fix.
+    error = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
     loc = ""
     for part in error["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))

@@ -14,7 +14,10 @@ def client_settings(
     servers: list[str], security: Security, extra: Mapping[str, Any] | None = None, where: str = "cluster"
 ) -> dict[str, Any]:
     """Connection and security settings; secrets are read from the environment here, never stored."""
-    settings: dict[str, Any] = {"bootstrap.servers": ",".join(servers), "security.protocol": security.protocol}
+    settings: dict[str, Any] = {
+        "bootstrap.servers": ",".join(servers),
+        "security.protocol": security.protocol,
+    }
     optional = {
         "sasl.mechanism": security.sasl_mechanism,
         "sasl.username": security.sasl_username,

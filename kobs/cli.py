@@ -10,7 +10,9 @@ from pathlib import Path
 
 from common.config import ConfigError, load_config
 
-CONFIG_HELP = "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
+CONFIG_HELP = (
+    "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
+)
 
 # Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
 PLANNED = {
@@ -56,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         "then stop everything.",
     )
     demo.add_argument("--run-dir", type=Path, help="where logs and data go (default: var/demo-<time>)")
-    demo.add_argument("--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
+    demo.add_argument(
+        "--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C"
+    )
     demo.set_defaults(run=_demo)
 
     collect = commands.add_parser(
@@ -85,7 +89,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     clusters = ", ".join(f"{c.name} ({','.join(c.bootstrap_servers)})" for c in config.clusters)
-    print(f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}")
+    print(
+        f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}"
+    )
     print("kobs collect: the collectors are not yet available (issue #4)", file=sys.stderr)
     return 3
 

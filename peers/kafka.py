@@ -28,7 +28,9 @@ class KafkaBroker(ManagedProcess):
             "--storage-engine",
             "memory://tansu/",
         ]
-        super().__init__("kafka", argv, run_dir, tcp_ready(self.port), env={"RUST_LOG": "warn"})
+        super().__init__(
+            "kafka", argv, run_dir, tcp_ready(self.port), env={"RUST_LOG": "warn"}, ports=[self.port]
+        )
 
     @property
     def bootstrap(self) -> str:

@@ -76,6 +76,7 @@ class ManagedProcess:
         ready: Callable[[], bool],
         env: dict[str, str] | None = None,
         start_timeout_s: float = 30.0,
+        ports: Sequence[int] = (),
     ):
         self.name = name
         self.argv = list(argv)
@@ -84,6 +85,7 @@ class ManagedProcess:
         self._ready = ready
         self._env = env
         self._start_timeout_s = start_timeout_s
+        self._ports = tuple(ports)  # must be free before start, else readiness could see another server
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -95,6 +97,9 @@ class ManagedProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> ManagedProcess:
+        taken = [port for port in self._ports if not port_is_free(port)]
+        if taken:
+            raise PeerError(f"{self.name}: port {taken[0]} on {HOST} is already in use; pick another port")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
@@ -113,7 +118,9 @@ class ManagedProcess:
                 raise PeerError(f"{self.name} exited with code {self._proc.returncode}: {self.log_tail()}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise PeerError(f"{self.name} not ready after {self._start_timeout_s:.0f}s: {self.log_tail()}")
+                raise PeerError(
+                    f"{self.name} not ready after {self._start_timeout_s:.0f}s: {self.log_tail()}"
+                )
             time.sleep(0.05)
         return self
 

@@ -53,7 +53,7 @@ class Prometheus(ManagedProcess):
             f"--web.listen-address={HOST}:{self.port}",
             "--web.enable-lifecycle",
         ]
-        super().__init__("prometheus", argv, run_dir, http_ready(f"{self.url}/-/ready"))
+        super().__init__("prometheus", argv, run_dir, http_ready(f"{self.url}/-/ready"), ports=[self.port])
 
     @property
     def url(self) -> str:
@@ -84,7 +84,7 @@ class Alertmanager(ManagedProcess):
             f"--web.listen-address={HOST}:{self.port}",
             "--cluster.listen-address=",
         ]
-        super().__init__("alertmanager", argv, run_dir, http_ready(f"{self.url}/-/ready"))
+        super().__init__("alertmanager", argv, run_dir, http_ready(f"{self.url}/-/ready"), ports=[self.port])
 
     @property
     def url(self) -> str:

@@ -54,7 +54,11 @@ class EmbeddedStack:
                 yaml.safe_dump(
                     {
                         "clusters": [
-                            {"name": "demo", "bootstrap_servers": [kafka.bootstrap], "zookeeper": zookeeper.connect}
+                            {
+                                "name": "demo",
+                                "bootstrap_servers": [kafka.bootstrap],
+                                "zookeeper": zookeeper.connect,
+                            }
                         ],
                         "sinks": {"run_dir": str(self.run_dir)},
                     }
@@ -65,7 +69,10 @@ class EmbeddedStack:
             alertmanager = self._add(Alertmanager(self.run_dir, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
             sinks = self.config.sinks
-            targets = {"kobs-exporter": [sinks.exporter_address], "kobs-collector": [sinks.self_metrics_address]}
+            targets = {
+                "kobs-exporter": [sinks.exporter_address],
+                "kobs-collector": [sinks.self_metrics_address],
+            }
             self._add(
                 Prometheus(
                     self.run_dir,

@@ -8,7 +8,17 @@ from pathlib import Path
 
 from peers.process import HOST, ManagedProcess, free_port
 
-CLASSPATH = "/usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar:/usr/share/java/netty-all.jar:/usr/share/java/commons-cli.jar:/usr/share/java/metrics-core.jar:/usr/share/java/snappy-java.jar"
+_JARS = (
+    "zookeeper",
+    "zookeeper-jute",
+    "slf4j-api",
+    "slf4j-simple",
+    "netty-all",
+    "commons-cli",
+    "metrics-core",
+    "snappy-java",
+)
+CLASSPATH = ":".join(f"/usr/share/java/{jar}.jar" for jar in _JARS)
 
 
 def jmx_flags(port: int) -> list[str]:
@@ -46,7 +56,8 @@ class ZooKeeper(ManagedProcess):
         )
         argv = ["java", "-Xmx256m", *(jmx_flags(jmx_port) if jmx_port else [])]
         argv += ["-cp", CLASSPATH, "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)]
-        super().__init__("zookeeper", argv, run_dir, lambda: _srvr_ok(self.port))
+        ports = [self.port, *([jmx_port] if jmx_port else [])]
+        super().__init__("zookeeper", argv, run_dir, lambda: _srvr_ok(self.port), ports=ports)
 
     @property
     def connect(self) -> str:

@@ -1,0 +1,121 @@
+"""Embedded real peers start on loopback, answer, and are gone after stop; the demo cleans up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kazoo.client import KazooClient
+
+from common.contract import Batch, Sample, decode, encode
+from peers.process import PeerError, free_port, port_is_free
+from peers.prometheus import Alertmanager, Prometheus
+from peers.stack import create_topic
+from peers.zookeeper import ZooKeeper
+
+pytestmark = pytest.mark.peers
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_batches_round_trip_through_the_real_broker_and_keys_pin_partitions(kafka_broker):
+    create_topic(kafka_broker.bootstrap, "contract-trip", 4)
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap, "batch.num.messages": 1})
+    sent = [
+        Batch(f"c{i % 3}", "jmx/broker-1", 1000 + i, (Sample("kafka_broker_leaders", {"broker": "1"}, i),))
+        for i in range(30)
+    ]
+    for batch in sent:
+        producer.produce("contract-trip", encode(batch), key=batch.key)
+    assert producer.flush(10) == 0
+
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_broker.bootstrap, "group.id": "trip", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition("contract-trip", p, 0) for p in range(4)])
+    received, deadline = [], time.monotonic() + 20
+    while len(received) < len(sent) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            received.append((message.partition(), decode(message.value())))
+    consumer.close()
+    assert sorted(b.ts_ms for _, b in received) == [b.ts_ms for b in sent]
+    partitions_by_key: dict[bytes, set[int]] = {}
+    for partition, batch in received:
+        partitions_by_key.setdefault(batch.key, set()).add(partition)
+    assert all(len(parts) == 1 for parts in partitions_by_key.values()) and len(partitions_by_key) == 3
+
+
+def test_zookeeper_serves_clients_and_stops_by_pid(tmp_path):
+    zk = ZooKeeper(tmp_path).start()
+    try:
+        client = KazooClient(hosts=zk.connect, timeout=5)
+        client.start(timeout=10)
+        client.create("/brokers/ids/1", b'{"host":"127.0.0.1"}', makepath=True)
+        assert client.get("/brokers/ids/1")[0] == b'{"host":"127.0.0.1"}'
+        client.stop()
+    finally:
+        zk.stop()
+    assert not pid_alive(zk.pid) and port_is_free(zk.port)
+
+
+def test_prometheus_scrapes_and_alertmanager_answers(tmp_path):
+    with Alertmanager(tmp_path / "am") as am, Prometheus(tmp_path / "prom", alertmanager=am.address) as prom:
+        # Prometheus always knows itself: `up` of its own scrape target is a query with a live answer.
+        prom_self = Prometheus(tmp_path / "prom2", {"self": [f"127.0.0.1:{prom.port}"]}).start()
+        try:
+            deadline = time.monotonic() + 20
+            result = []
+            while not result and time.monotonic() < deadline:
+                result = prom_self.query('up{job="self"} == 1')
+                time.sleep(0.5)
+            assert result and result[0]["metric"]["instance"] == f"127.0.0.1:{prom.port}"
+            assert am.alerts() == []
+        finally:
+            prom_self.stop()
+    assert not any(pid_alive(p.pid) for p in (am, prom, prom_self))
+
+
+def test_a_peer_that_cannot_start_says_why(tmp_path):
+    port = free_port()
+    with ZooKeeper(tmp_path / "first", port=port), pytest.raises(PeerError, match=rf"port {port}.*in use"):
+        ZooKeeper(tmp_path / "second", port=port).start()
+    broken = ZooKeeper(tmp_path / "third")
+    broken.argv[broken.argv.index("-cp") + 1] = "/nonexistent.jar"  # the JVM cannot find ZooKeeper
+    with pytest.raises(PeerError, match=r"zookeeper exited with code 1: .*QuorumPeerMain"):
+        broken.start()
+
+
+def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path):
+    kobs = str(Path(sys.executable).with_name("kobs"))
+    demo = subprocess.Popen(
+        [kobs, "demo", "--run-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = []
+    for line in demo.stdout:
+        lines.append(line)
+        if line.startswith("Press Ctrl-C"):
+            break
+    output = "".join(lines)
+    pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
+    assert len(pids) == 4 and all(pid_alive(pid) for pid in pids), output
+    assert "http://127.0.0.1:" in output and str(tmp_path) in output
+    demo.send_signal(signal.SIGTERM)
+    rest, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 0 and "everything it started has exited" in rest
+    assert not any(pid_alive(pid) for pid in pids)
