@@ -19,7 +19,28 @@ def http_json(url: str, data: bytes | None = None, timeout_s: float = 10.0) -> A
         return json.load(response)
 
 
-class Prometheus(ManagedProcess):
+class _PrometheusServer(ManagedProcess):
+    """A Prometheus-family server: YAML config in the run dir, loopback listener, ``/-/ready`` check."""
+
+    def __init__(self, name: str, run_dir: Path, config: dict[str, Any], flags: list[str], port: int | None):
+        self.port = port or free_port()
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_path = run_dir / f"{name}.yml"
+        config_path.write_text(yaml.safe_dump(config))
+        argv = [name, f"--config.file={config_path}", f"--web.listen-address={self.address}", *flags]
+        super().__init__(name, argv, run_dir, http_ready(f"{self.url}/-/ready"), ports=[self.port])
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+
+class Prometheus(_PrometheusServer):
     """Prometheus scraping ``scrape_targets`` (job name -> list of host:port) every ``scrape_interval``."""
 
     def __init__(
@@ -31,8 +52,6 @@ class Prometheus(ManagedProcess):
         scrape_interval: str = "1s",
         port: int | None = None,
     ):
-        self.port = port or free_port()
-        run_dir = Path(run_dir)
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
             "scrape_configs": [
@@ -43,21 +62,8 @@ class Prometheus(ManagedProcess):
         }
         if alertmanager:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config_path = run_dir / "prometheus.yml"
-        config_path.write_text(yaml.safe_dump(config))
-        argv = [
-            "prometheus",
-            f"--config.file={config_path}",
-            f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
-            f"--web.listen-address={HOST}:{self.port}",
-            "--web.enable-lifecycle",
-        ]
-        super().__init__("prometheus", argv, run_dir, http_ready(f"{self.url}/-/ready"), ports=[self.port])
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        flags = [f"--storage.tsdb.path={Path(run_dir) / 'prometheus-data'}", "--web.enable-lifecycle"]
+        super().__init__("prometheus", run_dir, config, flags, port)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """Instant query; returns the result vector (raises on a query error)."""
@@ -67,32 +73,13 @@ class Prometheus(ManagedProcess):
         return doc["data"]["result"]
 
 
-class Alertmanager(ManagedProcess):
+class Alertmanager(_PrometheusServer):
     """Alertmanager with a given routing config, kept off the network (no cluster listener)."""
 
     def __init__(self, run_dir: Path, config: dict[str, Any] | None = None, port: int | None = None):
-        self.port = port or free_port()
-        run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config_path = run_dir / "alertmanager.yml"
         config = config or {"route": {"receiver": "null"}, "receivers": [{"name": "null"}]}
-        config_path.write_text(yaml.safe_dump(config))
-        argv = [
-            "prometheus-alertmanager",
-            f"--config.file={config_path}",
-            f"--storage.path={run_dir / 'alertmanager-data'}",
-            f"--web.listen-address={HOST}:{self.port}",
-            "--cluster.listen-address=",
-        ]
-        super().__init__("alertmanager", argv, run_dir, http_ready(f"{self.url}/-/ready"), ports=[self.port])
-
-    @property
-    def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        flags = [f"--storage.path={Path(run_dir) / 'alertmanager-data'}", "--cluster.listen-address="]
+        super().__init__("prometheus-alertmanager", run_dir, config, flags, port)
 
     def alerts(self) -> list[dict[str, Any]]:
         return http_json(f"{self.url}/api/v2/alerts")
