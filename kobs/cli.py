@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.capacity.cli import add_parser as add_whatif
+from app.serve import add_parser as add_app
 from common.config import ConfigError, load_config
 
 CONFIG_HELP = (
@@ -19,7 +20,6 @@ CONFIG_HELP = (
 PLANNED = {
     "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
-    "app": ("serve the Streamlit app: live state and capacity what-if", 6),
     "dashboards": ("generate the Grafana dashboards (JSON) from their grafanalib sources", 7),
     "alerts": ("check and test the Prometheus alert rules and Alertmanager routing", 7),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
     add_whatif(commands)
+    add_app(commands)
 
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
