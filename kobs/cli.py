@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from app.capacity.cli import add_parser as add_whatif
+from app.serve import add_parser as add_app
 from common.config import ConfigError, load_config
 
 CONFIG_HELP = (
@@ -18,8 +20,6 @@ CONFIG_HELP = (
 PLANNED = {
     "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
-    "whatif": ("answer capacity what-if questions from the command line", 6),
-    "app": ("serve the Streamlit app: live state and capacity what-if", 6),
     "dashboards": ("generate the Grafana dashboards (JSON) from their grafanalib sources", 7),
     "alerts": ("check and test the Prometheus alert rules and Alertmanager routing", 7),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--config", type=Path, help=CONFIG_HELP)
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
+    add_whatif(commands)
+    add_app(commands)
 
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)

@@ -1,0 +1,209 @@
+"""Producer and consumer throughput as first-principles bounds on hardware and workload.
+
+Every bound is a records-per-second ceiling set by one resource; the throughput is the smallest, and that
+resource is the bottleneck. The formulas and constants are explained in ``docs/capacity.md``; the defaults
+are the hardware and workload of LinkedIn's 2014 benchmark (Kafka 0.8.1), whose published figures the
+model reproduces within :data:`REFERENCE_FACTOR`.
+
+Units: NIC speeds in decimal Gb/s (networking convention); disk bandwidth and every reported MB/s in
+MiB (2**20 bytes), as LinkedIn reported 821,557 records/s of 100 bytes as "78.3 MB/s".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+MIB = 2**20
+GIB = 2**30
+# TCP payload per Ethernet frame at MTU 1500: 1448 bytes (IP 20 + TCP 20 + timestamps 12) out of 1538 on the
+# wire (frame 1500 + header 14 + FCS 4 + preamble 8 + inter-frame gap 12).
+TCP_GOODPUT = 1448 / 1538
+REFERENCE_FACTOR = 1.5  # the model stays within this factor of every published reference figure
+
+Acks = Literal["0", "1", "all"]
+ACKS: tuple[Acks, ...] = ("0", "1", "all")
+
+
+class CapacityError(ValueError):
+    """Invalid model input; ``field`` names the parameter, ``str()`` says what is wrong and the fix."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def check_positive(obj: object, allow_zero: tuple[str, ...] = ()) -> None:
+    """Every numeric field of a dataclass must be > 0 (or >= 0 if named in ``allow_zero``)."""
+    for f in fields(obj):  # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if f.name in allow_zero:
+            if value < 0:
+                raise CapacityError(f.name, f"must not be negative, got {value!r}")
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool) and not value > 0:
+            raise CapacityError(f.name, f"must be greater than 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One broker's machine (all brokers alike); producers and consumers run on machines with the same NIC."""
+
+    brokers: int = 3
+    nic_gbps: float = 1.0
+    disks: int = 6
+    disk_mbps: float = 137.0  # sequential MiB/s of one disk; LinkedIn's six 7200 rpm SATA drives gave ~822
+    disk_tb: float = 1.0  # capacity of one disk (decimal TB); LinkedIn did not publish theirs
+    cores: int = 6
+    clock_ghz: float = 2.5
+    ram_gb: float = 32.0
+    heap_gb: float = 6.0  # broker JVM heap; the rest of RAM is page cache
+
+    def __post_init__(self) -> None:
+        check_positive(self)
+        if self.heap_gb >= self.ram_gb:
+            raise CapacityError(
+                "heap_gb", f"heap ({self.heap_gb} GB) must be smaller than RAM ({self.ram_gb} GB)"
+            )
+
+    @property
+    def goodput_bytes_per_s(self) -> float:
+        """Application bytes per second one NIC carries in each direction."""
+        return self.nic_gbps * 1e9 / 8 * TCP_GOODPUT
+
+    @property
+    def disk_bytes_per_s(self) -> float:
+        return self.disks * self.disk_mbps * MIB
+
+    @property
+    def page_cache_bytes(self) -> float:
+        return (self.ram_gb - self.heap_gb) * 1e9
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What clients do: message shape, durability settings, parallelism."""
+
+    message_bytes: int = 100
+    batch_bytes: int = 8196
+    acks: Acks = "1"
+    replication_factor: int = 1
+    partitions: int = 6
+    producers: int = 1  # producer threads, one per core of its own machine
+    consumers: int = 1  # consumer threads in one group, one per core of its own machine
+    overhead_bytes: int = 22  # per-message framing on the wire and on disk
+    max_in_flight: int = 5  # max.in.flight.requests.per.connection
+
+    def __post_init__(self) -> None:
+        if self.acks not in ACKS:
+            raise CapacityError("acks", f"must be one of 0, 1, all, got {self.acks!r}")
+        check_positive(self)
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.message_bytes + self.overhead_bytes
+
+    @property
+    def batch_records(self) -> int:
+        return max(1, self.batch_bytes // self.wire_bytes)
+
+
+@dataclass(frozen=True)
+class CpuCosts:
+    """CPU cycles spent per message; round numbers for a lock, a CRC and a copy (see docs/capacity.md)."""
+
+    producer: float = 1000.0  # accumulator append under a lock, CRC, buffer copy
+    consumer: float = 1000.0  # CRC check, decode, hand-over to the application
+    broker: float = 1000.0  # per replica: validate, assign offset, append
+    rtt_ms: float = 0.5  # produce request round trip on a LAN, leader append included
+
+    def __post_init__(self) -> None:
+        check_positive(self)
+
+
+DEFAULT_COSTS = CpuCosts()
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A ceiling in records/s set by one resource; ``kind`` is network, cpu, disk or latency."""
+
+    name: str
+    kind: str
+    records_per_s: float
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Producer and consumer throughput with every bound considered; MB/s are payload MiB/s."""
+
+    message_bytes: int
+    produce_bounds: tuple[Bound, ...]
+    consume_bounds: tuple[Bound, ...]
+
+    @property
+    def produce(self) -> Bound:
+        return min(self.produce_bounds, key=lambda b: b.records_per_s)
+
+    @property
+    def consume(self) -> Bound:
+        return min(self.consume_bounds, key=lambda b: b.records_per_s)
+
+    @property
+    def bottleneck(self) -> str:
+        return f"produce: {self.produce.name}; consume: {self.consume.name}"
+
+    def mb_per_s(self, records_per_s: float) -> float:
+        return records_per_s * self.message_bytes / MIB
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "produce_records_per_s": round(self.produce.records_per_s),
+            "produce_mb_per_s": round(self.mb_per_s(self.produce.records_per_s), 1),
+            "consume_records_per_s": round(self.consume.records_per_s),
+            "consume_mb_per_s": round(self.mb_per_s(self.consume.records_per_s), 1),
+            "bottleneck": self.bottleneck,
+            "produce_bounds": {b.name: round(b.records_per_s) for b in self.produce_bounds},
+            "consume_bounds": {b.name: round(b.records_per_s) for b in self.consume_bounds},
+        }
+
+
+def ack_round_trip_s(acks: Acks, costs: CpuCosts) -> float:
+    """How long a produce request waits: nothing (acks=0), the leader (1), or the leader plus one follower
+    fetch round trip, after which the follower's next fetch advances the high watermark (all)."""
+    return {"0": 0.0, "1": 1.0, "all": 2.0}[acks] * costs.rtt_ms / 1000
+
+
+def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> Throughput:
+    """All producer and consumer bounds for ``wl`` on ``hw``; raises :class:`CapacityError` on bad input."""
+    rf = wl.replication_factor
+    if rf > hw.brokers:
+        raise CapacityError(
+            "replication_factor", f"{rf} exceeds the {hw.brokers} brokers — use at most {hw.brokers}"
+        )
+    wire = wl.wire_bytes
+    cycles_per_s = hw.clock_ghz * 1e9
+    # Brokers that hold any replica share the load; with fewer partition replicas than brokers some sit idle.
+    loaded = min(hw.brokers, wl.partitions * rf)
+    leaders = min(hw.brokers, wl.partitions)
+    produce = [
+        Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / wire),
+        Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),
+        # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
+        Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
+        Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
+        Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (costs.broker * rf)),
+    ]
+    wait_s = ack_round_trip_s(wl.acks, costs)
+    if wait_s:
+        # Per producer and round trip: max_in_flight requests per broker, each one batch per partition.
+        per_trip = wl.max_in_flight * wl.partitions * wl.batch_records
+        produce.append(Bound(f"acks={wl.acks} round trip", "latency", wl.producers * per_trip / wait_s))
+    active_consumers = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
+    consume = [
+        Bound("consumer NIC", "network", active_consumers * hw.goodput_bytes_per_s / wire),
+        Bound("consumer CPU", "cpu", active_consumers * cycles_per_s / costs.consumer),
+        Bound("broker NIC out", "network", leaders * hw.goodput_bytes_per_s / wire),
+    ]
+    return Throughput(wl.message_bytes, tuple(produce), tuple(consume))

@@ -1,0 +1,109 @@
+"""The throughput model against LinkedIn's published 2014 figures (KAFKA_NOTES.md) and first principles."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from app.capacity.model import MIB, REFERENCE_FACTOR, CapacityError, Hardware, Workload, throughput
+
+LINKEDIN = Hardware()  # 3 brokers, 6 cores at 2.5 GHz, 6 disks ~822 MB/s, 32 GB RAM, 1 GbE
+REF = Workload(message_bytes=100, batch_bytes=8196, acks="1", partitions=6, producers=1, consumers=1)
+
+
+def within(model: float, published: float, factor: float = REFERENCE_FACTOR) -> bool:
+    return published / factor <= model <= published * factor
+
+
+def test_linkedin_hardware_is_the_default_profile():
+    assert (LINKEDIN.brokers, LINKEDIN.cores, LINKEDIN.clock_ghz, LINKEDIN.ram_gb, LINKEDIN.nic_gbps) == (
+        3,
+        6,
+        2.5,
+        32.0,
+        1.0,
+    )
+    assert LINKEDIN.disk_bytes_per_s / MIB == pytest.approx(822, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("replication_factor", "records_per_s", "mb_per_s"),
+    [(1, 821_557, 78.3), (3, 786_980, 75.1)],  # single producer thread, acks=1
+)
+def test_producer_matches_linkedin(replication_factor, records_per_s, mb_per_s):
+    result = throughput(LINKEDIN, replace(REF, replication_factor=replication_factor))
+    assert within(result.produce.records_per_s, records_per_s)
+    assert within(result.mb_per_s(result.produce.records_per_s), mb_per_s)
+    assert result.produce.kind == "network"  # "from about 100 bytes the network saturates"
+
+
+def test_consumer_matches_linkedin():
+    result = throughput(LINKEDIN, replace(REF, replication_factor=3))
+    assert within(result.consume.records_per_s, 940_521)
+    assert within(result.mb_per_s(result.consume.records_per_s), 89.7)
+
+
+def test_replication_never_speeds_producing_up():
+    rf1 = throughput(LINKEDIN, REF).produce.records_per_s
+    rf3 = throughput(LINKEDIN, replace(REF, replication_factor=3)).produce.records_per_s
+    assert rf3 <= rf1
+
+
+def test_records_fall_and_megabytes_rise_as_messages_grow():
+    sizes = [10, 100, 1000, 10_000, 100_000]
+    results = [throughput(LINKEDIN, replace(REF, message_bytes=m)) for m in sizes]
+    records = [r.produce.records_per_s for r in results]
+    mb = [r.mb_per_s(r.produce.records_per_s) for r in results]
+    assert records == sorted(records, reverse=True) and len(set(records)) == len(records)
+    assert mb == sorted(mb) and len(set(mb)) == len(mb)
+
+
+def test_small_messages_are_cpu_bound_and_100_bytes_network_bound():
+    tiny = throughput(LINKEDIN, replace(REF, message_bytes=10))
+    assert tiny.produce.kind == "cpu"
+    assert throughput(LINKEDIN, REF).produce.kind == "network"
+
+
+def test_one_producer_cannot_exceed_its_nic():
+    # 1 Gb/s = 125,000,000 bytes/s; 122 bytes per 100-byte message on the wire: at most 1,024,590 records/s.
+    assert throughput(LINKEDIN, REF).produce.records_per_s < 125_000_000 / 122
+
+
+def test_acks_all_adds_a_round_trip_bound_that_can_bind():
+    few = replace(REF, partitions=1, batch_bytes=122, max_in_flight=1)
+    acks1 = throughput(LINKEDIN, few).produce
+    acks_all = throughput(LINKEDIN, replace(few, acks="all", replication_factor=3)).produce
+    # One record per request, one request in flight: records/s = 1 / round trip; acks=all waits longer.
+    assert acks1.kind == acks_all.kind == "latency"
+    assert acks_all.records_per_s < acks1.records_per_s
+    assert all(b.kind != "latency" for b in throughput(LINKEDIN, replace(few, acks="0")).produce_bounds)
+
+
+def test_more_brokers_raise_the_broker_bounds():
+    many_producers = replace(REF, producers=10, replication_factor=3, partitions=60)
+    three = throughput(LINKEDIN, many_producers).produce.records_per_s
+    six = throughput(Hardware(brokers=6), many_producers).produce.records_per_s
+    assert six == pytest.approx(2 * three)
+
+
+def test_idle_consumers_beyond_partitions_add_nothing():
+    six = throughput(LINKEDIN, replace(REF, consumers=6)).consume.records_per_s
+    twelve = throughput(LINKEDIN, replace(REF, consumers=12)).consume.records_per_s
+    assert twelve == six
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: Hardware(brokers=0), "brokers"),
+        (lambda: Hardware(nic_gbps=-1), "nic_gbps"),
+        (lambda: Workload(acks="2"), "acks"),
+        (lambda: Workload(message_bytes=0), "message_bytes"),
+        (lambda: throughput(Hardware(brokers=2), Workload(replication_factor=3)), "replication_factor"),
+    ],
+)
+def test_bad_input_names_the_field(make, field):
+    with pytest.raises(CapacityError) as err:
+        make()
+    assert err.value.field == field
