@@ -8,9 +8,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from alerts import cli as alerts_cli
 from common.config import ConfigError, load_config
+from dashboards import cli as dashboards_cli
 
-CONFIG_HELP = "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
+CONFIG_HELP = (
+    "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
+)
 
 # Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
 PLANNED = {
@@ -18,8 +22,6 @@ PLANNED = {
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
     "whatif": ("answer capacity what-if questions from the command line", 6),
     "app": ("serve the Streamlit app: live state and capacity what-if", 6),
-    "dashboards": ("generate the Grafana dashboards (JSON) from their grafanalib sources", 7),
-    "alerts": ("check and test the Prometheus alert rules and Alertmanager routing", 7),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
 }
 
@@ -56,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         "then stop everything.",
     )
     demo.add_argument("--run-dir", type=Path, help="where logs and data go (default: var/demo-<time>)")
-    demo.add_argument("--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
+    demo.add_argument(
+        "--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C"
+    )
     demo.set_defaults(run=_demo)
 
     collect = commands.add_parser(
@@ -69,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
 
+    alerts_cli.add_parser(commands)
+    dashboards_cli.add_parser(commands)
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
         sub.add_argument("--config", type=Path, help=CONFIG_HELP)
@@ -85,7 +91,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     clusters = ", ".join(f"{c.name} ({','.join(c.bootstrap_servers)})" for c in config.clusters)
-    print(f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}")
+    print(
+        f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}"
+    )
     print("kobs collect: the collectors are not yet available (issue #4)", file=sys.stderr)
     return 3
 

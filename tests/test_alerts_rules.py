@@ -10,6 +10,7 @@ import yaml
 
 from alerts import check
 from alerts.metrics import ALL_METRICS, DERIVED_METRICS
+from kobs.cli import main
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 METRIC_NAME = re.compile(r"\b((?:kobs|kafka)_[a-z0-9_]+)\b")
@@ -98,3 +99,9 @@ def test_derived_metric_names_follow_conventions():
         assert metric.name.startswith("kobs_")
         assert metric.name.endswith("_total") == (metric.type == "counter"), metric.name
         assert not {"job", "instance"} & set(metric.labels), metric.name
+
+
+def test_kobs_alerts_runs_every_check_and_reports_success(capsys):
+    assert main(["alerts", "--quiet"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary == f"kobs alerts: {len(check.route_cases()) + 3} passed, 0 failed"
