@@ -8,9 +8,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from alerts import cli as alerts_cli
 from app.capacity.cli import add_parser as add_whatif
 from app.serve import add_parser as add_app
 from common.config import ConfigError, load_config
+from dashboards import cli as dashboards_cli
 
 CONFIG_HELP = (
     "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
@@ -20,8 +22,6 @@ CONFIG_HELP = (
 PLANNED = {
     "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
-    "dashboards": ("generate the Grafana dashboards (JSON) from their grafanalib sources", 7),
-    "alerts": ("check and test the Prometheus alert rules and Alertmanager routing", 7),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
 }
 
@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_whatif(commands)
     add_app(commands)
 
+    alerts_cli.add_parser(commands)
+    dashboards_cli.add_parser(commands)
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
         sub.add_argument("--config", type=Path, help=CONFIG_HELP)

@@ -1,0 +1,224 @@
+"""The derived-state exporter's metrics: the names the Spark jobs serve and the alerts and dashboards read.
+
+One entry per metric (name, Prometheus type, labels, meaning). ``docs/metrics.md`` documents the same list
+for people; a test keeps the two, the rule files and the dashboards in agreement. Raw broker metrics that
+some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Consumer-group status codes (``kobs_consumergroup_status``), ordered by severity so max() is the worst.
+GROUP_STATUS = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4, "ERR": 5}
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: str  # "gauge" or "counter"
+    labels: tuple[str, ...]
+    help: str
+
+
+def _m(name: str, type_: str, labels: str, help_: str) -> Metric:
+    return Metric(name, type_, tuple(labels.split()), help_)
+
+
+DERIVED_METRICS: tuple[Metric, ...] = (
+    # Consumer lag (Burrow-style evaluation over the last commits).
+    _m(
+        "kobs_consumergroup_lag_messages",
+        "gauge",
+        "cluster group topic partition",
+        "Partition end offset minus the group's committed offset.",
+    ),
+    _m(
+        "kobs_consumergroup_lag_seconds",
+        "gauge",
+        "cluster group topic partition",
+        "Age of the first unconsumed message, interpolated over recent (time, end offset) observations.",
+    ),
+    _m(
+        "kobs_consumergroup_partition_status",
+        "gauge",
+        "cluster group topic partition",
+        "Burrow status of one partition of the group, as a code of GROUP_STATUS.",
+    ),
+    _m(
+        "kobs_consumergroup_status",
+        "gauge",
+        "cluster group",
+        "Worst partition status of the group (code of GROUP_STATUS; ERR: committed offset below log start).",
+    ),
+    _m(
+        "kobs_consumergroup_critical",
+        "gauge",
+        "cluster group",
+        "1 when the group is marked critical in the configuration (its trouble pages), else 0.",
+    ),
+    _m(
+        "kobs_consumergroup_catchup_eta_seconds",
+        "gauge",
+        "cluster group",
+        "Estimated time to reach zero lag at the current consume and produce rates; +Inf: never.",
+    ),
+    # Replication health, per topic.
+    _m(
+        "kobs_topic_under_replicated_partitions",
+        "gauge",
+        "cluster topic",
+        "Partitions whose ISR is smaller than their replica set.",
+    ),
+    _m(
+        "kobs_topic_under_replicated_seconds",
+        "gauge",
+        "cluster topic",
+        "Longest time any partition of the topic has been under-replicated without interruption; 0 if none.",
+    ),
+    _m(
+        "kobs_topic_under_min_isr_partitions",
+        "gauge",
+        "cluster topic",
+        "Partitions whose ISR is smaller than min.insync.replicas (acks=all producers fail).",
+    ),
+    _m(
+        "kobs_topic_under_min_isr_seconds",
+        "gauge",
+        "cluster topic",
+        "Longest time any partition of the topic has been under min ISR without interruption; 0 if none.",
+    ),
+    _m("kobs_topic_offline_partitions", "gauge", "cluster topic", "Partitions without a live leader."),
+    _m(
+        "kobs_topic_offline_seconds",
+        "gauge",
+        "cluster topic",
+        "Longest time any partition of the topic has been offline without interruption; 0 if none.",
+    ),
+    _m("kobs_topic_replication_factor", "gauge", "cluster topic", "Smallest replica count of the topic."),
+    _m(
+        "kobs_isr_changes_total",
+        "counter",
+        "cluster topic change",
+        "ISR change events seen; change is shrink, expand, replace or leader_change.",
+    ),
+    _m(
+        "kobs_isr_flapping_partitions",
+        "gauge",
+        "cluster broker",
+        "Partitions the broker left and rejoined the ISR of at least 3 times in the last 10 minutes.",
+    ),
+    # Brokers and controller.
+    _m(
+        "kobs_broker_up", "gauge", "cluster broker", "1 while the broker is registered and reporting, else 0."
+    ),
+    _m(
+        "kobs_cluster_active_controllers",
+        "gauge",
+        "cluster",
+        "Brokers that claim to be the active controller.",
+    ),
+    _m("kobs_unclean_leader_elections_total", "counter", "cluster", "Unclean leader elections seen."),
+    # Throughput versus stored data, capacity.
+    _m(
+        "kobs_topic_bytes_in_per_second",
+        "gauge",
+        "cluster topic",
+        "Bytes produced per second (1-min window).",
+    ),
+    _m("kobs_topic_bytes_out_per_second", "gauge", "cluster topic", "Bytes fetched by consumers per second."),
+    _m("kobs_topic_stored_bytes", "gauge", "cluster topic", "Bytes stored for the topic, all replicas."),
+    _m(
+        "kobs_broker_stored_bytes", "gauge", "cluster broker", "Bytes stored on the broker's log directories."
+    ),
+    _m(
+        "kobs_broker_disk_runway_days",
+        "gauge",
+        "cluster broker",
+        "Days until the broker's disks are full at the last day's growth; +Inf when not growing.",
+    ),
+    _m(
+        "kobs_cluster_throughput_stored_correlation",
+        "gauge",
+        "cluster",
+        "Correlation (-1..1) of produce throughput per broker with stored bytes over the last 6 hours; "
+        "strongly negative means throughput falls as data grows.",
+    ),
+    # Producers.
+    _m(
+        "kobs_producer_blocked",
+        "gauge",
+        "cluster client_id",
+        "1 while the producer's send() blocks (buffer exhausted or waiting threads), else 0.",
+    ),
+    _m(
+        "kobs_producer_time_to_block_seconds",
+        "gauge",
+        "cluster client_id",
+        "Estimated seconds until the producer's buffer is full at its current fill rate; +Inf when draining.",
+    ),
+    _m(
+        "kobs_producer_buffer_utilization_ratio",
+        "gauge",
+        "cluster client_id",
+        "Used share (0..1) of the producer's buffer.memory.",
+    ),
+    # The pipeline's own health; label query = the Spark streaming query's name.
+    _m(
+        "kobs_pipeline_last_batch_timestamp_seconds",
+        "gauge",
+        "query",
+        "Wall-clock time the query's last micro-batch completed (Unix seconds).",
+    ),
+    _m(
+        "kobs_pipeline_batch_lag_seconds",
+        "gauge",
+        "query",
+        "Now minus the newest event time the last micro-batch processed.",
+    ),
+    _m("kobs_pipeline_batch_duration_seconds", "gauge", "query", "Duration of the last micro-batch."),
+    _m("kobs_pipeline_input_records_total", "counter", "query", "Metrics-topic records read."),
+    _m(
+        "kobs_pipeline_dead_letters_total",
+        "counter",
+        "query",
+        "Records that failed validation (dead letters).",
+    ),
+    _m(
+        "kobs_source_last_seen_timestamp_seconds",
+        "gauge",
+        "cluster source",
+        "Time of the newest batch of a collector source seen on the metrics topic (Unix seconds).",
+    ),
+)
+
+# Broker metrics as the Prometheus JMX exporter names them with Strimzi's rules (lower-cased, counters for
+# meters end in _total); the scrape config must add a ``cluster`` label to every broker target.
+RAW_BROKER_METRICS: tuple[Metric, ...] = (
+    _m(
+        "kafka_controller_kafkacontroller_activecontrollercount",
+        "gauge",
+        "cluster",
+        "kafka.controller:type=KafkaController,name=ActiveControllerCount (1 on the controller, else 0).",
+    ),
+    _m(
+        "kafka_controller_controllerstats_uncleanleaderelections_total",
+        "counter",
+        "cluster",
+        "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec, Count.",
+    ),
+    _m(
+        "kafka_server_replicamanager_isrshrinks_total",
+        "counter",
+        "cluster",
+        "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec, Count.",
+    ),
+    _m(
+        "kafka_server_replicamanager_underreplicatedpartitions",
+        "gauge",
+        "cluster",
+        "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions (per broker).",
+    ),
+)
+
+ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS}

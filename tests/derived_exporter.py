@@ -1,0 +1,78 @@
+"""A stand-in for the Spark jobs' exporter: serves every documented metric with settable values."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from alerts.metrics import ALL_METRICS
+from peers.process import HOST, free_port
+
+LABEL_VALUES = {
+    "cluster": "c1",
+    "topic": "orders",
+    "partition": "0",
+    "group": "billing",
+    "broker": "1",
+    "client_id": "web",
+    "change": "shrink",
+    "query": "lag",
+    "source": "jmx/broker-1",
+}
+
+# A healthy cluster: no alert rule may fire on these values.
+HEALTHY: dict[str, float | Callable[[], float]] = {
+    "kobs_consumergroup_critical": 1,
+    "kobs_topic_replication_factor": 3,
+    "kobs_broker_up": 1,
+    "kobs_cluster_active_controllers": 1,
+    "kafka_controller_kafkacontroller_activecontrollercount": 1,
+    "kobs_broker_disk_runway_days": math.inf,
+    "kobs_producer_time_to_block_seconds": math.inf,
+    "kobs_topic_bytes_in_per_second": 1e6,
+    "kobs_topic_bytes_out_per_second": 2e6,
+    "kobs_topic_stored_bytes": 5e10,
+    "kobs_broker_stored_bytes": 1.7e10,
+    "kobs_producer_buffer_utilization_ratio": 0.1,
+    "kobs_pipeline_last_batch_timestamp_seconds": time.time,
+    "kobs_source_last_seen_timestamp_seconds": time.time,
+    "kobs_pipeline_batch_lag_seconds": 3,
+    "kobs_pipeline_batch_duration_seconds": 1.5,
+}
+
+
+class DerivedExporter:
+    """One series per metric (labels from LABEL_VALUES) on 127.0.0.1; ``values`` may change at any time."""
+
+    def __init__(self, values: dict[str, float | Callable[[], float]] | None = None):
+        self.values = {name: 0.0 for name in ALL_METRICS} | HEALTHY | (values or {})
+        self.port = free_port()
+        self._server = None
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def collect(self) -> Iterator[Metric]:
+        for name, metric in ALL_METRICS.items():
+            family = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
+            value = self.values[name]
+            sample = family(name, metric.help, labels=metric.labels)
+            sample.add_metric(
+                [LABEL_VALUES[label] for label in metric.labels], value() if callable(value) else value
+            )
+            yield sample
+
+    def __enter__(self) -> DerivedExporter:
+        registry = CollectorRegistry()
+        registry.register(self)
+        self._server, _thread = start_http_server(self.port, HOST, registry)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

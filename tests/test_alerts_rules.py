@@ -1,0 +1,107 @@
+"""Alert rules and routing: promtool and amtool green, and rules, tests, docs and runbooks in agreement."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerts import check
+from alerts.metrics import ALL_METRICS, DERIVED_METRICS
+from kobs.cli import main
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+METRIC_NAME = re.compile(r"\b((?:kobs|kafka)_[a-z0-9_]+)\b")
+
+
+def _assert_ok(result: check.Result) -> None:
+    assert result.ok, f"{' '.join(result.command)} failed:\n{result.output}"
+
+
+@pytest.mark.parametrize(
+    "run", [check.check_rules, check.run_unit_tests, check.check_config], ids=lambda f: f.__name__
+)
+def test_promtool_and_amtool_pass(run):
+    _assert_ok(run())
+
+
+@pytest.mark.parametrize("result", check.run_route_tests(), ids=lambda r: r.name.split(" ", 4)[-1])
+def test_every_alert_routes_to_its_severity(result):
+    _assert_ok(result)
+
+
+def test_a_wrong_route_expectation_fails():
+    """The route check can fail: a page alert resolved against the ticket receiver is reported."""
+    result = check._run(
+        "wrong",
+        [
+            "amtool",
+            "config",
+            "routes",
+            "test",
+            f"--config.file={check.ALERTMANAGER_CONFIG}",
+            "--verify.receivers=ticket",
+            "severity=page",
+            "alertname=X",
+        ],
+    )
+    assert not result.ok
+
+
+def _unit_test_evals() -> dict[str, list[bool]]:
+    """alertname -> for each promtool eval of it, whether alerts were expected."""
+    evals: dict[str, list[bool]] = {}
+    for path in check.unit_test_files():
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            for ev in case["alert_rule_test"]:
+                evals.setdefault(ev["alertname"], []).append(bool(ev.get("exp_alerts")))
+    return evals
+
+
+def test_every_alert_has_firing_and_not_firing_unit_tests():
+    evals = _unit_test_evals()
+    for rule in check.alert_rules():
+        name = rule["alert"]
+        assert True in evals.get(name, []), f"{name}: no promtool case where it fires"
+        assert False in evals.get(name, []), f"{name}: no promtool case where it must not fire"
+
+
+def test_every_alert_has_severity_annotations_and_a_runbook_section():
+    runbook_anchors = {
+        h.strip().lower() for h in re.findall(r"^## (\w+)$", (DOCS / "runbooks.md").read_text(), re.M)
+    }
+    for rule in check.alert_rules():
+        assert rule["labels"]["severity"] in {"page", "ticket"}, rule["alert"]
+        assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), rule["alert"]
+        page, anchor = rule["annotations"]["runbook_url"].split("#")
+        assert page == "docs/runbooks.md" and anchor == rule["alert"].lower()
+        assert anchor in runbook_anchors, f"docs/runbooks.md has no section for {rule['alert']}"
+
+
+def test_rules_read_only_documented_metrics():
+    for rule in check.alert_rules():
+        unknown = set(METRIC_NAME.findall(rule["expr"])) - set(ALL_METRICS)
+        assert not unknown, f"{rule['alert']} reads undocumented metrics {unknown}"
+
+
+def test_docs_metrics_lists_every_metric_with_its_labels():
+    text = (DOCS / "metrics.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| \w+ \| ([\w, ]+) \|", text, re.M)}
+    assert set(rows) == set(ALL_METRICS)
+    for name, metric in ALL_METRICS.items():
+        assert rows[name] == ", ".join(metric.labels), name
+
+
+def test_derived_metric_names_follow_conventions():
+    for metric in DERIVED_METRICS:
+        assert metric.name.startswith("kobs_")
+        assert metric.name.endswith("_total") == (metric.type == "counter"), metric.name
+        assert not {"job", "instance"} & set(metric.labels), metric.name
+
+
+def test_kobs_alerts_runs_every_check_and_reports_success(capsys):
+    assert main(["alerts", "--quiet"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary == f"kobs alerts: {len(check.route_cases()) + 3} passed, 0 failed"
