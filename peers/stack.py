@@ -1,4 +1,5 @@
-"""The embedded stack the demo runs: broker, ZooKeeper, Prometheus and Alertmanager on loopback."""
+"""The embedded stack the demo runs: broker, ZooKeeper, Prometheus (with the shipped alert rules) and
+Alertmanager (with the shipped routing) on loopback."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from alerts.check import ALERTMANAGER_CONFIG, rule_files
 from common.config import Config, load_config
 from peers.kafka import KafkaBroker
 from peers.process import ManagedProcess, free_port, port_is_free
@@ -66,7 +68,8 @@ class EmbeddedStack:
             )
             self.config = load_config(config_path)
             progress("starting Alertmanager ...")
-            alertmanager = self._add(Alertmanager(self.run_dir, port=pick_port("alertmanager")))
+            routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+            alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
             sinks = self.config.sinks
             targets = {
@@ -77,6 +80,7 @@ class EmbeddedStack:
                 Prometheus(
                     self.run_dir,
                     targets,
+                    rule_files=rule_files(),
                     alertmanager=alertmanager.address,
                     scrape_interval="5s",
                     port=pick_port("prometheus"),

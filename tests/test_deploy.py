@@ -31,11 +31,14 @@ def test_compose_configuration_is_valid_kobs_config():
     assert config.clusters[0].bootstrap_servers == ["kafka:9092"] and config.clusters[0].mode == "kraft"
 
 
-def test_alertmanager_routing_passes_amtool():
+def test_compose_prometheus_config_passes_promtool_and_loads_the_shipped_rules():
     result = subprocess.run(
-        ["amtool", "check-config", str(ROOT / "deploy" / "alertmanager.yml")],
+        ["promtool", "check", "config", str(ROOT / "deploy" / "prometheus.yml")],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    (pattern,) = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["rule_files"]
+    shipped = sorted(p.name for p in (ROOT / "alerts").glob(Path(pattern).name))
+    assert shipped and all(name.endswith(".rules.yml") for name in shipped)

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 
 from common.contract import Batch, Sample, decode, encode
 from peers.process import PeerError, free_port, port_is_free
-from peers.prometheus import Alertmanager, Prometheus
+from peers.prometheus import Alertmanager, Prometheus, http_json
 from peers.stack import create_topic
 from peers.zookeeper import ZooKeeper
 
@@ -114,7 +114,11 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
     output = "".join(lines)
     pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
     assert len(pids) == 4 and all(pid_alive(pid) for pid in pids), output
-    assert "http://127.0.0.1:" in output and str(tmp_path) in output
+    assert str(tmp_path) in output
+    prometheus_url = next(line.split()[-1] for line in lines if line.strip().startswith("prometheus ("))
+    rules = http_json(f"{prometheus_url}/api/v1/rules")["data"]["groups"]
+    alert_names = {rule["name"] for group in rules for rule in group["rules"] if rule["type"] == "alerting"}
+    assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
     demo.send_signal(signal.SIGTERM)
     rest, _ = demo.communicate(timeout=60)
     assert demo.returncode == 0 and "everything it started has exited" in rest
