@@ -1,9 +1,10 @@
 """An N-broker cluster advanced in discrete time steps: produce, replicate, keep the ISR, consume.
 
 One ``step(dt)`` is one fetch round. Its order is fixed, which makes a run deterministic:
-producers append to leaders; each leader shrinks its ISR, then advances the high watermark to the smallest
-LEO its ISR reported at their last fetch (so the HW lags one round behind); followers fetch a batch (at most
+producers append to leaders; each leader shrinks its ISR; followers fetch a batch (at most
 ``replica.fetch.max.bytes``, and their broker's fetch throughput) and rejoin the ISR once they reach the HW;
+the leader advances the HW (after a shrink too) to the smallest offset its ISR fetched from, so it lags
+one round behind;
 consumer groups read below the HW and commit; brokers write due ISR-change notifications.
 """
 
@@ -173,8 +174,7 @@ class Cluster:
                 p.isr = [r for r in p.isr if r not in lagging]
                 self.counters[leader].isr_shrinks += 1
                 self.record_change(p, old, by=leader, by_controller=False)
-        hw = min([leader_leo] + [p.fetch_offset[r] for r in p.isr if r != leader])
-        p.hw = max(p.hw, hw)
+                self._advance_hw(p)
         for r in p.replicas:
             if r == leader or not self.brokers[r].alive:
                 continue
@@ -196,6 +196,13 @@ class Cluster:
                 p.isr.append(r)
                 self.counters[leader].isr_expands += 1
                 self.record_change(p, old, by=leader, by_controller=False)
+        self._advance_hw(p)
+
+    @staticmethod
+    def _advance_hw(p: Partition) -> None:
+        """HW = the smallest LEO the leader knows of in the ISR (its own, the followers' fetch offsets)."""
+        known = [p.leo[r] if r == p.leader else p.fetch_offset[r] for r in p.isr]
+        p.hw = max(p.hw, min(known))
 
     def _out_of_sync(self, p: Partition, follower: int, leader_leo: int) -> bool:
         s, now = self.settings, self.now
