@@ -26,7 +26,9 @@ def pytest_sessionfinish(session, exitstatus):
     leftovers = live_processes()
     if leftovers:
         names = ", ".join(f"{p.name} (pid {p.pid})" for p in leftovers)
-        session.config.get_terminal_writer().line(f"server processes outlived the test suite: {names}", red=True)
+        session.config.get_terminal_writer().line(
+            f"server processes outlived the test suite: {names}", red=True
+        )
         for process in leftovers:
             process.stop()
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

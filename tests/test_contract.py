@@ -112,10 +112,22 @@ def test_a_corrupted_field_is_rejected_with_a_reason_naming_it(batch, data):
     [
         ({"v": 2, "cluster": "c", "source": "s", "ts": 1}, "v: unsupported schema version 2"),
         ({"v": 1, "source": "s", "ts": 1}, "cluster: missing"),
-        ({"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["bad name", {}, 1]]}, "samples[0]: metric"),
-        ({"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {"a": 1}, 1]]}, "samples[0]: label"),
-        ({"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {}, "high"]]}, "samples[0]: value"),
-        ({"v": 1, "cluster": "c", "source": "s", "ts": 1, "events": [{"type": "isr_change", "ts": 1}]}, "events[0]"),
+        (
+            {"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["bad name", {}, 1]]},
+            "samples[0]: metric",
+        ),
+        (
+            {"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {"a": 1}, 1]]},
+            "samples[0]: label",
+        ),
+        (
+            {"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {}, "high"]]},
+            "samples[0]: value",
+        ),
+        (
+            {"v": 1, "cluster": "c", "source": "s", "ts": 1, "events": [{"type": "isr_change", "ts": 1}]},
+            "events[0]",
+        ),
         ([1, 2], "record is a JSON list"),
     ],
 )
@@ -132,7 +144,14 @@ def test_tombstone_and_non_json_become_dead_letters():
 
 
 def test_newer_fields_and_event_types_are_kept_compatible():
-    doc = {"v": 1, "cluster": "c", "source": "s", "ts": 5, "added_later": {"x": 1}, "events": [{"type": "new", "ts": 5}]}
+    doc = {
+        "v": 1,
+        "cluster": "c",
+        "source": "s",
+        "ts": 5,
+        "added_later": {"x": 1},
+        "events": [{"type": "new", "ts": 5}],
+    }
     batch = decode(json.dumps(doc).encode())
     assert batch.events == (Event("new", 5, {}),)
 
