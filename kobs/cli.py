@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.config import ConfigError, load_config
+from simulator import cli as simulate
 
 CONFIG_HELP = "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
 
 # Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
 PLANNED = {
-    "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
     "whatif": ("answer capacity what-if questions from the command line", 6),
     "app": ("serve the Streamlit app: live state and capacity what-if", 6),
@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--config", type=Path, help=CONFIG_HELP)
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
+
+    simulate.add_parser(commands)
 
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)

@@ -91,10 +91,34 @@ class Scenario:
             raise ValueError(f"unknown keys {sorted(unknown)}")
         if not doc["topics"]:
             raise ValueError("at least one topic is required")
-        return cls(**doc)
+        scenario = cls(**doc)
+        scenario.check_references()
+        return scenario
+
+    def check_references(self) -> None:
+        """Events and clients may only name brokers, topics, producers and groups that exist."""
+        known = {
+            "broker": set(range(self.brokers)),
+            "client_id": {p.client_id for p in self.producers},
+            "group": {g.group for g in self.groups},
+        }
+        topics = {t.name for t in self.topics}
+        for client in [*self.producers, *self.groups]:
+            if client.topic not in topics:
+                raise ValueError(f"{client} uses unknown topic {client.topic!r}")
+        for event in self.events:
+            for key, names in known.items():
+                if key in event.args and event.args[key] not in names:
+                    raise ValueError(f"{event.action} at {event.at}: no {key} {event.args[key]!r}")
 
     def replace(self, **changes: Any) -> Scenario:
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        """A copy with the given fields changed (``None`` leaves a field as it is)."""
+        scenario = dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        try:
+            scenario.check_references()
+        except ValueError as exc:
+            raise ScenarioError(f"{self.name}: {exc}") from None
+        return scenario
 
 
 def _event(raw: dict[str, Any]) -> Event:
