@@ -169,3 +169,38 @@ def test_same_seed_same_run():
         return [(p.replicas, p.leader, p.isr, p.hw) for p in sim.cluster.partitions]
 
     assert run(7) == run(7)
+
+
+def test_consumer_group_scenario_lags_stalls_stops_and_rewinds():
+    sim = Simulation(load_scenario("consumer-groups"))
+    sim.advance(60)  # the last commit before the stall and the stop is at t=60
+    before = {name: dict(g.committed) for name, g in sim.groups.items()}
+    sim.advance(60)
+    groups, partitions = sim.groups, sim.cluster.partitions
+    # 2,000 msg/s over 8 partitions = 250 msg/s each; 'lagging' reads 2 x 750 = 1,500 msg/s in total, so its
+    # lag grows by about 500 msg/s: > 25,000 messages over 8 partitions after 60 s more.
+    assert sum(groups["lagging"].lag(p) for p in partitions) > 25_000
+    assert groups["stalled"].committed == before["stalled"] and groups["stalled"].last_commit > 115
+    assert groups["stopped"].committed == before["stopped"] and groups["stopped"].last_commit == 60
+    assert groups["stopped"].member_ids == []
+    assert all(groups["healthy"].lag(p) <= 250 * 5 for p in partitions)  # within one commit interval
+
+
+def test_rewinding_group_commits_backwards():
+    sim = Simulation(load_scenario("consumer-groups"))
+    sim.advance(89.9)
+    high = dict(sim.groups["rewinding"].committed)
+    sim.advance(5.2)  # rewound by 50,000 at t=90; the next commit is at t=95
+    low = sim.groups["rewinding"].committed
+    assert all(low[i] < high[i] for i in high)
+
+
+def test_unclean_election_scenario_keeps_the_topic_available_and_counts_the_loss():
+    sim = Simulation(load_scenario("unclean-election"))
+    sim.advance(45)
+    # logs-1 is [1,2] (startIndex 0): broker 2, slowed to 100 kB/s from t=10, left its ISR at about t=20;
+    # broker 1 dies at t=40 and broker 2 is elected out of sync.
+    logs1 = sim.cluster.topics["logs"].partitions[1]
+    assert (logs1.replicas, logs1.leader, logs1.isr, logs1.unclean) == ([1, 2], 2, [2], True)
+    assert sim.cluster.counters[sim.cluster.controller].unclean_elections == 1
+    assert sim.cluster.messages_lost > 0

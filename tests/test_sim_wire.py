@@ -181,3 +181,15 @@ def test_controller_failover_in_zookeeper(zk):
     finally:
         admin.stop()
         admin.close()
+
+
+def test_isr_notifications_are_deleted_once_processed(zk):
+    connect, client = zk
+    # The first burst (t=10..11) changes ISRs until t=11.0; the check at t=17.5 is the first one with
+    # the last change more than 5 s old, so all three brokers write then; the controller deletes them 1 s
+    # later.
+    with Runtime(Simulation(load_scenario("isr-flapping")), zookeeper=connect, notification_ttl_s=1.0) as rt:
+        rt.advance(17.6)
+        assert len(client.get_children("/isr_change_notification")) == 3
+        rt.advance(1.0)
+        assert client.get_children("/isr_change_notification") == []
