@@ -9,10 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from alerts import cli as alerts_cli
-from app.capacity.cli import add_parser as add_whatif
-from app.serve import add_parser as add_app
+from app import serve as app_cli
+from app.capacity import cli as whatif_cli
 from common.config import ConfigError, load_config
 from dashboards import cli as dashboards_cli
+from simulator import cli as simulator_cli
+
+# Modules that register their own subcommand with ``add_parser(commands)``.
+SUBCOMMAND_MODULES = (simulator_cli, whatif_cli, app_cli, dashboards_cli, alerts_cli)
 
 CONFIG_HELP = (
     "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
@@ -20,7 +24,6 @@ CONFIG_HELP = (
 
 # Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
 PLANNED = {
-    "simulate": ("run the Kafka fleet simulator (multi-broker behaviour behind real wire formats)", 3),
     "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
 }
@@ -72,11 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--config", type=Path, help=CONFIG_HELP)
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
-    add_whatif(commands)
-    add_app(commands)
-
-    alerts_cli.add_parser(commands)
-    dashboards_cli.add_parser(commands)
+    for module in SUBCOMMAND_MODULES:
+        module.add_parser(commands)
     for name, (help_text, issue) in PLANNED.items():
         sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
         sub.add_argument("--config", type=Path, help=CONFIG_HELP)

@@ -1,0 +1,27 @@
+"""``kobs simulate`` end to end: it prints where the exporters listen, runs, and stops what it started."""
+
+from __future__ import annotations
+
+from kobs.cli import PLANNED, main
+
+
+def test_simulate_runs_a_scenario_and_prints_its_endpoints(capsys):
+    assert "simulate" not in PLANNED
+    code = main(
+        ["simulate", "--scenario", "controller-failover", "--speed", "1000", "--duration", "5", "--seed", "3"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "'controller-failover' (3 brokers, seed 3)" in out
+    for name in ("broker-0", "broker-1", "broker-2", "producer-orders-api"):
+        assert f"{name}" in out
+    assert out.count("http://127.0.0.1:") == 4
+    assert "stopped at t=5 s" in out
+
+
+def test_simulate_rejects_unknown_scenarios_and_impossible_overrides(capsys, tmp_path):
+    assert main(["simulate", "--scenario", "no-such-thing"]) == 2
+    assert "rf1-incident" in capsys.readouterr().err  # the message lists the built-ins
+    # rf1-incident kills broker 1: a one-broker cluster cannot run it.
+    assert main(["simulate", "--scenario", "rf1-incident", "--brokers", "1"]) == 2
+    assert "no broker 1" in capsys.readouterr().err
