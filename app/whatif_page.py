@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs t
 
 from app.capacity.failure import Producer, lose_brokers
 from app.capacity.model import MIB, CapacityError, Hardware, Workload, throughput
-from app.capacity.placement import assign_replicas
+from common.placement import assign_replicas
 
 HW, WL = Hardware(), Workload()
 

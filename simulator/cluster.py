@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
+from common.placement import assign_replicas
 from simulator import controller
 from simulator.model import (
     Broker,
@@ -24,7 +25,6 @@ from simulator.model import (
     TopicSpec,
 )
 from simulator.notifications import IsrChangeBatcher, IsrNotification
-from simulator.placement import assign_replicas
 
 
 class Cluster:

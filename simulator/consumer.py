@@ -10,26 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from common.placement import range_assign
+
 if TYPE_CHECKING:
     from simulator.cluster import Cluster
     from simulator.model import Partition
 
 MODES = ("active", "stalled", "stopped")
-
-
-def range_assign(partitions: list[int], members: list[str]) -> dict[str, list[int]]:
-    """Kafka's range assignor for one topic: sorted members get ``P // C`` consecutive partitions, the
-    first ``P % C`` one more."""
-    ordered, names = sorted(partitions), sorted(members)
-    if not names:
-        return {}
-    base, extra = divmod(len(ordered), len(names))
-    assignment, start = {}, 0
-    for i, member in enumerate(names):
-        count = base + (1 if i < extra else 0)
-        assignment[member] = ordered[start : start + count]
-        start += count
-    return assignment
 
 
 @dataclass(frozen=True)

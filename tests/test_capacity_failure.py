@@ -6,7 +6,7 @@ import pytest
 
 from app.capacity.failure import Producer, lose_brokers
 from app.capacity.model import MIB, CapacityError
-from app.capacity.placement import assign_replicas
+from common.placement import assign_replicas
 
 # The classic incident: 16 partitions, replication factor 1, 3 brokers. With start 0, partition p sits on
 # broker p % 3, so broker 1 holds partitions 1, 4, 7, 10, 13.

@@ -5,38 +5,10 @@ from __future__ import annotations
 import pytest
 
 from simulator.cluster import Cluster
-from simulator.consumer import ConsumerGroup, GroupSpec, range_assign
+from simulator.consumer import ConsumerGroup, GroupSpec
 from simulator.model import ClusterSettings, TopicSpec
-from simulator.placement import assign_replicas
 from simulator.producer import Producer, ProducerSpec
 from simulator.scenario import Scenario, ScenarioError, Simulation, builtin_names, load_scenario
-
-
-def test_placement_reproduces_the_worked_example():
-    placement = assign_replicas(range(5), 10, 3, start_index=0, replica_shift=0)
-    assert placement[0] == [0, 1, 2]
-    assert placement[1] == [1, 2, 3]
-    assert placement[4] == [4, 0, 1]
-    assert placement[5] == [0, 2, 3]
-    assert placement[9] == [4, 1, 2]
-
-
-def test_placement_rejects_impossible_replication_and_is_seeded():
-    with pytest.raises(ValueError, match="replication factor 4"):
-        assign_replicas([1, 2, 3], 4, 4)
-    import random
-
-    a = assign_replicas([3, 1, 2, 7], 20, 2, rng=random.Random(5))
-    b = assign_replicas([3, 1, 2, 7], 20, 2, rng=random.Random(5))
-    assert a == b
-    assert all(len(set(r)) == 2 and set(r) <= {1, 2, 3, 7} for r in a.values())
-
-
-def test_range_assignor():
-    # 7 partitions over 3 members: floor(7/3)=2 each, the first 7 mod 3 = 1 member gets one more.
-    assert range_assign(list(range(7)), ["c", "a", "b"]) == {"a": [0, 1, 2], "b": [3, 4], "c": [5, 6]}
-    # Members beyond the partition count sit idle.
-    assert range_assign([0, 1], ["m1", "m2", "m3"]) == {"m1": [0], "m2": [1], "m3": []}
 
 
 def _cluster(settings: ClusterSettings | None = None, brokers: int = 3) -> Cluster:

@@ -11,9 +11,9 @@ from typing import Any
 
 from app.capacity.failure import DEFAULT_BUFFER_MEMORY, Producer, lose_brokers
 from app.capacity.model import MIB, CapacityError, Hardware, Throughput, Workload, throughput
-from app.capacity.placement import assign_replicas, coordinator_partition
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
+from common.placement import assign_replicas, coordinator_partition
 
 HW, WL, DEMAND = Hardware(), Workload(), Demand()
 Handler = Callable[[argparse.Namespace], Any]

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from app.capacity.model import ACKS, MIB, Acks, CapacityError
-from app.capacity.placement import Assignment
+from common.placement import Assignment
 
 DEFAULT_BUFFER_MEMORY = 32 * MIB
 

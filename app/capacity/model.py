@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from common.errors import InputError
+
 MIB = 2**20
 GIB = 2**30
 # TCP payload per Ethernet frame at MTU 1500: 1448 bytes (IP 20 + TCP 20 + timestamps 12) out of 1538 on the
@@ -25,13 +27,7 @@ Acks = Literal["0", "1", "all"]
 ACKS: tuple[Acks, ...] = ("0", "1", "all")
 
 
-class CapacityError(ValueError):
-    """Invalid model input; ``field`` names the parameter, ``str()`` says what is wrong and the fix."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+CapacityError = InputError  # the capacity model's input errors are the shared kind
 
 
 def check_positive(obj: object, allow_zero: tuple[str, ...] = ()) -> None:

@@ -4,9 +4,9 @@ coordinator. Each follows Kafka's own algorithm as described in ``../shared/KAFK
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from app.capacity.model import CapacityError
+from common.errors import InputError
 
 Assignment = dict[int, list[int]]  # partition -> replicas, the first being the preferred leader
 
@@ -27,14 +27,14 @@ def assign_replicas(
     ids = sorted(set(brokers))
     n = len(ids)
     if n == 0:
-        raise CapacityError("brokers", "no brokers given — list at least one broker id, e.g. 0,1,2")
+        raise InputError("brokers", "no brokers given — list at least one broker id, e.g. 0,1,2")
     if not 1 <= replication_factor <= n:
-        raise CapacityError(
+        raise InputError(
             "replication_factor",
             f"{replication_factor} is outside 1..{n} (the number of brokers) — use 1..{n}",
         )
     if partitions < 1:
-        raise CapacityError("partitions", f"must be at least 1, got {partitions}")
+        raise InputError("partitions", f"must be at least 1, got {partitions}")
     rng = rng or random.Random()
     start = rng.randrange(n) if start_index is None else start_index
     shift = rng.randrange(n) if replica_shift is None else replica_shift
@@ -50,18 +50,18 @@ def assign_replicas(
     return assignment
 
 
-def range_assign(partitions: int, members: Sequence[str]) -> dict[str, list[int]]:
-    """The range assignor: sorted members get ``floor(P/C)`` consecutive partitions, the first ``P mod C``
-    one more; members beyond the partition count get none (they sit idle)."""
-    if not members:
-        raise CapacityError("consumers", "a group needs at least one member")
-    ordered = sorted(members)
-    each, extra = divmod(partitions, len(ordered))
+def range_assign(partitions: Iterable[int], members: Sequence[str]) -> dict[str, list[int]]:
+    """The range assignor for one topic: sorted members get ``floor(P/C)`` consecutive partitions of the
+    sorted partition ids, the first ``P mod C`` one more; members beyond the partition count get none."""
+    ordered, names = sorted(partitions), sorted(members)
+    if not names:
+        return {}
+    each, extra = divmod(len(ordered), len(names))
     result: dict[str, list[int]] = {}
     start = 0
-    for i, member in enumerate(ordered):
+    for i, member in enumerate(names):
         count = each + (1 if i < extra else 0)
-        result[member] = list(range(start, start + count))
+        result[member] = ordered[start : start + count]
         start += count
     return result
 
@@ -79,6 +79,6 @@ def coordinator_partition(group_id: str, offsets_partitions: int = 50) -> int:
     """The ``__consumer_offsets`` partition whose leader coordinates ``group_id`` (Kafka's ``Utils.abs``
     maps ``Integer.MIN_VALUE`` to 0)."""
     if offsets_partitions < 1:
-        raise CapacityError("offsets_partitions", f"must be at least 1, got {offsets_partitions}")
+        raise InputError("offsets_partitions", f"must be at least 1, got {offsets_partitions}")
     h = java_string_hash(group_id)
     return (0 if h == -(2**31) else abs(h)) % offsets_partitions
