@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 
@@ -10,6 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from common.contract import Batch, Sample, encode
+from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import KafkaSource
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
@@ -37,16 +39,24 @@ def scrape(source: str, ts_ms: int, n: int) -> bytes:
     return encode(Batch("prod", source, ts_ms, samples))
 
 
-def run_available_now(spark, broker, topic: str, checkpoint, **options) -> tuple[list, dict]:
+def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **options) -> tuple[list, dict]:
     """One Trigger.AvailableNow run; returns the rows of every micro-batch and the last end offset."""
     spark.dataSource.register(KafkaSource)
     batches: list = []
+
+    def collect(df, batch_id):
+        df.persist()
+        if dead_dir is not None:
+            write_dead_letters(df, batch_id, dead_dir)
+        batches.append((batch_id, df.collect()))
+        df.unpersist()
+
     reader = spark.readStream.format("kobs-kafka").option("bootstrap.servers", broker.bootstrap)
     for key, value in {"topic": topic, **options}.items():
         reader = reader.option(key, value)
     query = (
         reader.load()
-        .writeStream.foreachBatch(lambda df, batch_id: batches.append((batch_id, df.collect())))
+        .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
@@ -64,7 +74,10 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_pa
         [(0, scrape("jmx/broker-1", 1000, 3)), (1, scrape("jmx/broker-2", 2000, 2)), (0, b"not json"),
          (1, scrape("jmx/broker-2", 3000, 1)), (0, scrape("jmx/broker-1", 4000, 4))],
     )  # fmt: skip
-    batches, end = run_available_now(spark, kafka_broker, topic, tmp_path / "cp", maxRecordsPerBatch=2)
+    dead_dir = tmp_path / "dead"
+    batches, end = run_available_now(
+        spark, kafka_broker, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2
+    )
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
     rows = [r for _, rows in batches for r in rows]
@@ -78,6 +91,16 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_pa
     )
     assert broker2 == [(2.0, "0", 0.0), (2.0, "1", 1.0), (3.0, "0", 0.0)]
     assert end["offsets"] == {"0": 3, "1": 2} and end["resets"] == 0
+    # Limit 2 shared by what waits (3 and 2 records): batch 0 takes offset 0 of each partition (1 + 1 by
+    # remainder), batch 1 offset 1 of each, so the bad record (partition 0, offset 1) is batch 1's.
+    written = [
+        json.loads(line) for f in dead_dir.glob("batch=*/part-*.json") for line in f.read_text().splitlines()
+    ]
+    assert [(d["partition"], d["offset"], base64.b64decode(d["raw"])) for d in written] == [
+        (0, 1, b"not json")
+    ]
+    assert written[0]["reason"].startswith("not UTF-8 JSON")
+    assert [p.name for p in dead_dir.iterdir()] == ["batch=1"]
 
 
 def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, kafka_broker, tmp_path):
