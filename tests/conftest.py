@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from peers.kafka import KafkaBroker
@@ -32,3 +35,19 @@ def pytest_sessionfinish(session, exitstatus):
         for process in leftovers:
             process.stop()
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """One local Spark session per test module (one starts in 6-8 s): 2 cores, 2 shuffle partitions."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()

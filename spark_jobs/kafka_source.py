@@ -1,0 +1,208 @@
+"""A Kafka streaming source for Spark, as a Python data source over confluent-kafka.
+
+Spark's own Kafka connector is a jar that cannot be fetched here, so this reads the metrics topic with
+librdkafka and hands Spark typed Arrow batches (``spark_jobs.records``): one row per sample, one per
+dead letter. Usage::
+
+    spark.dataSource.register(KafkaSource)
+    df = (spark.readStream.format("kobs-kafka").option("bootstrap.servers", "host:9092")
+          .option("topic", "kobs.metrics").option("maxRecordsPerBatch", 10000).load())
+
+Options: ``bootstrap.servers`` and ``topic`` (required); ``startingOffsets`` ``earliest`` (default) or
+``latest``; ``maxRecordsPerBatch`` (Kafka records, not samples, per micro-batch; default unlimited);
+``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); any ``kafka.*``
+option is passed to librdkafka without the prefix (security settings, for instance).
+
+The stream offset and how resets are handled are described in ``spark_jobs.kafka_offsets``. Planning runs
+in the driver's long-lived Python planner process; ``read`` runs in executor Python workers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spark_jobs.kafka_offsets import SourceOffset, Watermarks, initial_offset, next_offset
+from spark_jobs.records import to_record_batch
+
+log = logging.getLogger(__name__)
+
+SCHEMA = StructType(
+    [
+        StructField("cluster", StringType()),
+        StructField("source", StringType()),
+        StructField("ts", TimestampType()),
+        StructField("name", StringType()),
+        StructField("labels", MapType(StringType(), StringType())),
+        StructField("value", DoubleType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("dead_letter", StringType()),  # reason the record failed the contract; null for samples
+        StructField("raw", BinaryType()),  # the failed record's value; null for samples
+    ]
+)
+RECORDS_PER_ARROW_BATCH = 2000
+TIMEOUT_S = 10.0
+
+
+class KafkaSource(DataSource):
+    """``format("kobs-kafka")``: the metrics topic as a stream of typed sample rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kobs-kafka"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
+        return KafkaStreamReader(dict(self.options), schema)
+
+
+class KafkaSlice(InputPartition):
+    """Records ``[start, end)`` of one Kafka partition: one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int):
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str], schema: StructType):
+        options = {key.lower(): value for key, value in options.items()}  # Spark lower-cases option names
+        missing = [key for key in ("bootstrap.servers", "topic") if not options.get(key)]
+        if missing:
+            raise ValueError(f"kobs-kafka source: option(s) {', '.join(missing)} required")
+        self.topic = options["topic"]
+        self.starting = options.get("startingoffsets", "earliest")
+        limit = options.get("maxrecordsperbatch")
+        self.max_records = int(limit) if limit else None
+        self.read_timeout_s = float(options.get("readtimeoutms", 60000)) / 1000
+        self.schema = schema
+        self.settings = {"bootstrap.servers": options["bootstrap.servers"]} | {
+            key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")
+        }
+        self._admin: AdminClient | None = None
+        self._consumer: Consumer | None = None
+        self._target: Watermarks | None = None  # end offsets fixed by Trigger.AvailableNow
+
+    # -- planning (driver) --------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        topic_id, marks = self._watermarks()
+        return initial_offset(topic_id, marks, self.starting).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable() if self.max_records is None else ReadMaxRows(self.max_records)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        topic_id, marks = self._watermarks()
+        if self._target is not None:
+            marks = {
+                p: (low, min(high, self._target.get(p, (0, low))[1])) for p, (low, high) in marks.items()
+            }
+        max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return next_offset(SourceOffset.from_json(start), topic_id, marks, max_records).to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._watermarks()[1]
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaSlice]:
+        begin, until = SourceOffset.from_json(start), SourceOffset.from_json(end)
+        slices = []
+        for partition, stop in sorted(until.offsets.items()):
+            first = until.starts.get(partition, begin.offsets.get(partition, stop))
+            if stop > first:
+                slices.append(KafkaSlice(self.topic, partition, first, stop))
+        return slices
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+
+    def _watermarks(self) -> tuple[str, Watermarks]:
+        """The topic's id and (log start, end) offsets of each of its partitions."""
+        if self._admin is None:
+            self._admin = AdminClient(self.settings)
+            self._consumer = Consumer(self._consumer_settings())
+        future = self._admin.describe_topics(TopicCollection([self.topic]), request_timeout=TIMEOUT_S)
+        description = future[self.topic].result()
+        marks = {
+            p.id: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p.id), timeout=TIMEOUT_S)
+            for p in description.partitions
+        }
+        return str(description.topic_id or ""), marks
+
+    def _consumer_settings(self) -> dict:
+        return self.settings | {
+            "group.id": "kobs-spark-source",  # required by librdkafka; offsets are never committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",
+        }
+
+    # -- reading (executors) ------------------------------------------------------------------------
+    def read(self, partition: KafkaSlice) -> Iterator:
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        pending: list[tuple[bytes | None, int, int]] = []
+        for value, offset in self._fetch(partition):
+            pending.append((value, partition.partition, offset))
+            if len(pending) >= RECORDS_PER_ARROW_BATCH:
+                yield to_record_batch(pending, partition.topic, arrow_schema)
+                pending = []
+        if pending:
+            yield to_record_batch(pending, partition.topic, arrow_schema)
+
+    def _fetch(self, part: KafkaSlice) -> Iterator[tuple[bytes | None, int]]:
+        """Values and offsets of ``part``; stops early, with a warning, if the records are gone."""
+        consumer = Consumer(self._consumer_settings())
+        try:
+            consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+            idle_s = 0.0
+            while True:
+                messages = consumer.consume(num_messages=500, timeout=1.0)
+                idle_s = 0.0 if messages else idle_s + 1.0
+                if idle_s >= self.read_timeout_s:
+                    raise TimeoutError(f"{part.topic}-{part.partition}: nothing received for {idle_s:.0f} s")
+                for message in messages:
+                    error = message.error()
+                    if error is None:
+                        if message.offset() >= part.end:
+                            return
+                        yield message.value(), message.offset()
+                        if message.offset() + 1 >= part.end:
+                            return
+                    elif error.code() == KafkaError._PARTITION_EOF and message.offset() >= part.end:
+                        return  # the last records of the range were not data (compaction, markers)
+                    elif error.code() in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
+                        log.warning(
+                            "%s-%d: records [%d, %d) gone at offset %s (%s); the next batch resumes",
+                            part.topic, part.partition, part.start, part.end, message.offset(), error.str(),
+                        )  # fmt: skip
+                        return
+                    else:
+                        raise KafkaException(error)
+        finally:
+            consumer.close()

@@ -1,0 +1,125 @@
+"""The Kafka streaming source end to end: real tansu broker, real local Spark session."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from common.contract import Batch, Sample, encode
+from spark_jobs.dead_letters import write_dead_letters
+from spark_jobs.kafka_source import KafkaSource
+
+pytestmark = [pytest.mark.peers, pytest.mark.spark]
+
+
+def create_topic(broker, partitions: int, name: str | None = None) -> str:
+    name = name or f"metrics-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    return name
+
+
+def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
+    """One record per batch (tansu reports the end offset as the last batch's first offset + 1)."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for partition, value in records:
+        producer.produce(topic, value, partition=partition)
+    assert producer.flush(10) == 0
+
+
+def scrape(source: str, ts_ms: int, n: int) -> bytes:
+    samples = tuple(
+        Sample("kafka_partition_end_offset", {"topic": "t", "partition": str(i)}, i) for i in range(n)
+    )
+    return encode(Batch("prod", source, ts_ms, samples))
+
+
+def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **options) -> tuple[list, dict]:
+    """One Trigger.AvailableNow run; returns the rows of every micro-batch and the last end offset."""
+    spark.dataSource.register(KafkaSource)
+    batches: list = []
+
+    def collect(df, batch_id):
+        df.persist()
+        if dead_dir is not None:
+            write_dead_letters(df, batch_id, dead_dir)
+        batches.append((batch_id, df.collect()))
+        df.unpersist()
+
+    reader = spark.readStream.format("kobs-kafka").option("bootstrap.servers", broker.bootstrap)
+    for key, value in {"topic": topic, **options}.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(collect)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return batches, json.loads(query.lastProgress["sources"][0]["endOffset"])
+
+
+def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_path):
+    topic = create_topic(kafka_broker, 2)
+    produce(
+        kafka_broker,
+        topic,
+        [(0, scrape("jmx/broker-1", 1000, 3)), (1, scrape("jmx/broker-2", 2000, 2)), (0, b"not json"),
+         (1, scrape("jmx/broker-2", 3000, 1)), (0, scrape("jmx/broker-1", 4000, 4))],
+    )  # fmt: skip
+    dead_dir = tmp_path / "dead"
+    batches, end = run_available_now(
+        spark, kafka_broker, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2
+    )
+    # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
+    assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
+    rows = [r for _, rows in batches for r in rows]
+    samples = [r for r in rows if r.dead_letter is None]
+    dead = [r for r in rows if r.dead_letter is not None]
+    assert len(samples) == 3 + 2 + 1 + 4
+    assert [(d.partition, d.offset, d.raw) for d in dead] == [(0, 1, b"not json")]
+    assert dead[0].dead_letter.startswith("not UTF-8 JSON")
+    broker2 = sorted(
+        (r.ts.timestamp(), r.labels["partition"], r.value) for r in samples if r.source == "jmx/broker-2"
+    )
+    assert broker2 == [(2.0, "0", 0.0), (2.0, "1", 1.0), (3.0, "0", 0.0)]
+    assert end["offsets"] == {"0": 3, "1": 2} and end["resets"] == 0
+    # Limit 2 shared by what waits (3 and 2 records): batch 0 takes offset 0 of each partition (1 + 1 by
+    # remainder), batch 1 offset 1 of each, so the bad record (partition 0, offset 1) is batch 1's.
+    written = [
+        json.loads(line) for f in dead_dir.glob("batch=*/part-*.json") for line in f.read_text().splitlines()
+    ]
+    assert [(d["partition"], d["offset"], base64.b64decode(d["raw"])) for d in written] == [
+        (0, 1, b"not json")
+    ]
+    assert written[0]["reason"].startswith("not UTF-8 JSON")
+    assert [p.name for p in dead_dir.iterdir()] == ["batch=1"]
+
+
+def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, kafka_broker, tmp_path):
+    topic = create_topic(kafka_broker, 1)
+    checkpoint = tmp_path / "cp"
+    produce(kafka_broker, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
+    first, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
+    assert sorted(r.offset for _, rows in first for r in rows) == [0, 1]
+
+    produce(kafka_broker, topic, [(0, scrape("a", 3000, 1))])
+    second, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
+    assert [r.offset for _, rows in second for r in rows] == [2]  # only what came after the checkpoint
+
+    # Deleted and created again with two partitions: offsets start over at 0, below the checkpoint's 3.
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(10)
+    create_topic(kafka_broker, 2, topic)
+    produce(kafka_broker, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
+    third, end = run_available_now(spark, kafka_broker, topic, checkpoint)
+    rows = [r for _, rows in third for r in rows]
+    assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 0, 0), ("b", 1, 0), ("b", 1, 0)]
+    assert end["resets"] == 1 and end["offsets"] == {"0": 1, "1": 1}
