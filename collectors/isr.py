@@ -1,0 +1,70 @@
+"""ISR bookkeeping shared by the ZooKeeper and KRaft (metadata) sources: one partition state, one diff.
+
+Both sources observe partition states over time; :func:`diff_states` turns two observations into the
+contract's ``isr_change`` events, so the two modes emit exactly the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from common.contract import Event
+
+UNKNOWN_EPOCH = -1  # the Admin API does not report leader epochs; ZooKeeper does
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    leader: int  # -1 when the partition has no leader
+    isr: tuple[int, ...]
+    leader_epoch: int = UNKNOWN_EPOCH
+    replicas: tuple[int, ...] = ()
+
+
+def classify(old: PartitionState, new: PartitionState) -> str | None:
+    """``shrink``/``expand``/``replace`` when the ISR set changed, else ``leader_change`` or None."""
+    left, joined = set(old.isr) - set(new.isr), set(new.isr) - set(old.isr)
+    if left and joined:
+        return "replace"
+    if left:
+        return "shrink"
+    if joined:
+        return "expand"
+    if old.leader != new.leader:
+        return "leader_change"
+    return None
+
+
+def isr_event(
+    topic: str, partition: int, old: PartitionState, new: PartitionState, ts_ms: int
+) -> Event | None:
+    """The ``isr_change`` event between two states of one partition, or None when nothing changed."""
+    change = classify(old, new)
+    if change is None:
+        return None
+    fields = {
+        "topic": topic,
+        "partition": partition,
+        "old_isr": list(old.isr),
+        "new_isr": list(new.isr),
+        "leader": new.leader,
+        "leader_epoch": new.leader_epoch,
+        "change": change,
+    }
+    return Event("isr_change", ts_ms, fields)
+
+
+PartitionKey = tuple[str, int]
+
+
+def diff_states(
+    old: Mapping[PartitionKey, PartitionState], new: Mapping[PartitionKey, PartitionState], ts_ms: int
+) -> list[Event]:
+    """Events for partitions seen in both observations (new and deleted partitions are not changes)."""
+    events = []
+    for key in sorted(old.keys() & new.keys()):
+        event = isr_event(key[0], key[1], old[key], new[key], ts_ms)
+        if event is not None:
+            events.append(event)
+    return events

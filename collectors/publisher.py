@@ -1,0 +1,269 @@
+"""Publish batches to the metrics topic without ever making a scrape wait on Kafka.
+
+``submit()`` encodes a batch (``Batch.chunks`` → ``encode``, key ``cluster|source``) and puts the records on a
+bounded in-memory queue; it never blocks, and a full queue drops the batch (counted). One sender thread owns
+the confluent-kafka producer and the on-disk :class:`~collectors.spool.Spool`:
+
+- healthy and spool empty: records go straight to Kafka;
+- when a delivery fails or librdkafka reports all brokers down, outstanding records are purged from the
+  producer and written to the spool in delivery-report order, followed by everything queued after them;
+- while the spool holds anything, new records are appended behind it, so per-key order is kept;
+- every ``probe_interval_s`` a metadata request checks the topic; once it has leaders again the spool is
+  replayed oldest segment first, and a segment is only deleted (or rewritten with its undelivered rest)
+  after the delivery reports came back, so nothing is replayed twice.
+
+A record purged while in flight may already have been written by a broker that then died; those few are
+delivered at least once (the contract asks readers to be idempotent on key and ``ts``). Counters count
+samples plus events: ``sent`` (delivered directly), ``spooled``, ``replayed`` (delivered from the spool) and
+``dropped`` (queue full or spool at ``spool_max_bytes``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from collectors.spool import Record, Spool
+from common.config import Config
+from common.contract import Batch, encode
+from common.kafka_clients import metrics_producer_settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PublisherStats:
+    sent: int = 0
+    spooled: int = 0
+    replayed: int = 0
+    dropped: int = 0
+
+
+class Publisher:
+    """Bounded queue → Kafka, spilling to a spool while the topic is unreachable. Start, submit, close."""
+
+    def __init__(
+        self,
+        producer_settings: dict[str, Any],
+        topic: str,
+        spool: Spool,
+        max_queue: int = 10_000,
+        max_in_flight: int = 1_000,
+        probe_interval_s: float = 1.0,
+    ):
+        self.topic = topic
+        self.stats = PublisherStats()
+        self._settings = producer_settings | {"error_cb": self._on_error}
+        self._spool = spool
+        self._queue: queue.Queue[Record] = queue.Queue(max_queue)
+        self._max_in_flight = max_in_flight
+        self._probe_interval_s = probe_interval_s
+        self._producer = Producer(self._settings)
+        self._lock = threading.Lock()  # guards stats.dropped and _pending, written from both sides
+        self._pending = spool.items  # items submitted (or left spooled) and neither delivered nor dropped yet
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kobs-publisher", daemon=True)
+        # Sender-thread state.
+        self._healthy = True
+        self._down = False  # set by callbacks: fail over at the next turn of the loop
+        self._failed: list[Record] = []  # direct records whose delivery failed, in report order
+        self._replay: list[Record] = []  # the spool segment being replayed
+        self._replay_done: set[int] = set()
+        self._next_probe = 0.0
+
+    @classmethod
+    def from_config(cls, config: Config, **kwargs: Any) -> Publisher:
+        spool = Spool(config.sinks.spool_dir, config.sinks.spool_max_bytes)
+        return cls(metrics_producer_settings(config), config.metrics_topic.name, spool, **kwargs)
+
+    # -- caller side ------------------------------------------------------------------------------------
+    def start(self) -> Publisher:
+        self._thread.start()
+        return self
+
+    def submit(self, batch: Batch) -> bool:
+        """Queue a batch for publishing; never blocks. False when the queue was full and it was dropped."""
+        records = [Record(c.key, encode(c), len(c.samples) + len(c.events)) for c in batch.chunks()]
+        for i, record in enumerate(records):
+            try:
+                with self._lock:
+                    self._queue.put_nowait(record)
+                    self._pending += record.items
+            except queue.Full:
+                self._count(dropped=sum(r.items for r in records[i:]), pending=0)
+                return False
+        return True
+
+    def _count(self, dropped: int, pending: int) -> None:
+        with self._lock:
+            self.stats.dropped += dropped
+            self._pending -= pending
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def spool_bytes(self) -> int:
+        return self._spool.bytes
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until everything submitted is delivered; False if something is still queued or spooled."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._pending == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Deliver what can be within ``timeout_s``, spool the rest (kept for the next start), stop."""
+        delivered = self.flush(timeout_s)
+        self._stop.set()
+        self._thread.join()
+        return delivered
+
+    # -- sender thread ----------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.02)
+            if self._down:
+                self._fail_over()
+            if not self._healthy:
+                self._spool_queue()
+                self._probe()
+            elif not self._spool.empty or self._replay:
+                self._spool_queue()
+                self._step_replay()
+            else:
+                self._send_queue()
+        self._take_back()  # anything still outstanding is kept in the spool for the next start
+        self._spool_queue()
+        self._spool.close()
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN or err.fatal():
+            self._down = True
+
+    def _produce(self, record: Record, on_delivery: Callable[[KafkaError | None, Any], None]) -> bool:
+        try:
+            self._producer.produce(self.topic, record.value, record.key, on_delivery=on_delivery)
+        except BufferError:
+            return False
+        except KafkaException as exc:
+            log.warning("produce failed: %s", exc)
+            self._down = True
+            return False
+        return True
+
+    def _send_queue(self) -> None:
+        while len(self._producer) < self._max_in_flight and not self._down:
+            try:
+                record = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if not self._produce(record, self._direct_report(record)):
+                self._failed.append(record)
+                self._down = True
+
+    def _direct_report(self, record: Record) -> Callable[[KafkaError | None, Any], None]:
+        def report(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                self.stats.sent += record.items
+                self._count(dropped=0, pending=record.items)
+            else:
+                self._failed.append(record)
+                self._down = True
+
+        return report
+
+    def _step_replay(self) -> None:
+        if not self._replay:
+            self._replay = self._spool.head()
+            self._replay_done = set()
+            for i, record in enumerate(self._replay):
+                if not self._produce(record, self._replay_report(i)):
+                    self._down = True
+                    break
+        elif len(self._producer) == 0:
+            self._finish_replay()
+
+    def _replay_report(self, index: int) -> Callable[[KafkaError | None, Any], None]:
+        def report(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                self._replay_done.add(index)
+                self.stats.replayed += self._replay[index].items
+                self._count(dropped=0, pending=self._replay[index].items)
+            else:
+                self._down = True
+
+        return report
+
+    def _finish_replay(self) -> None:
+        self._spool.commit_head([r for i, r in enumerate(self._replay) if i not in self._replay_done])
+        self._replay = []
+
+    def _take_back(self) -> None:
+        """Purge everything outstanding from the producer and spool what was not delivered, oldest first."""
+        self._producer.purge(in_queue=True, in_flight=True)
+        while len(self._producer) > 0:
+            self._producer.poll(0.05)
+        if self._replay:
+            self._finish_replay()
+        failed, self._failed = self._failed, []
+        for record in failed:
+            self._spill(record)
+
+    def _fail_over(self) -> None:
+        self._take_back()
+        self._down = False
+        if self._healthy:
+            log.warning("metrics topic %s unreachable: spooling to %s", self.topic, self._spool.directory)
+            # A fresh producer gets a fresh idempotent producer id: a broker that lost its state (or a fatal
+            # error) would otherwise reject the old one forever.
+            self._producer = Producer(self._settings)
+            self._healthy = False
+            self._next_probe = time.monotonic() + self._probe_interval_s
+
+    def _spill(self, record: Record) -> None:
+        if self._spool.append(record):
+            self.stats.spooled += record.items
+        else:
+            self._count(dropped=record.items, pending=record.items)
+
+    def _spool_queue(self) -> None:
+        while True:
+            try:
+                self._spill(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
+    def _probe(self) -> None:
+        if time.monotonic() < self._next_probe:
+            return
+        self._next_probe = time.monotonic() + self._probe_interval_s
+        try:
+            topic = self._producer.list_topics(self.topic, timeout=self._probe_interval_s).topics.get(
+                self.topic
+            )
+        except KafkaException:
+            return
+        if topic is not None and topic.error is None and topic.partitions:
+            self._healthy = all(p.leader >= 0 for p in topic.partitions.values())
+            if self._healthy:
+                log.info(
+                    "metrics topic %s reachable again: replaying %d spooled bytes",
+                    self.topic,
+                    self.spool_bytes,
+                )

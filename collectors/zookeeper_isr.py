@@ -1,0 +1,178 @@
+"""ISR and controller changes of a ZooKeeper-mode cluster, read from the znodes Kafka writes.
+
+- ``/isr_change_notification`` is watched; each notification names partitions whose state znode
+  (``/brokers/topics/<t>/partitions/<n>/state``) is read at once. The controller deletes notifications as it
+  processes them, and brokers batch them, so they are a fast path, not the truth:
+- every ``full_diff_s`` all partition states are read and diffed, catching whatever the notifications missed
+  (and everything that changed while the session was lost).
+- ``/controller`` and ``/controller_epoch`` are watched; every new (controller, epoch) pair is an event,
+  the first one at start (id -1 when there is no controller).
+
+Both paths update one table of known states under a lock, so a change is reported once. kazoo's watch
+recipes re-register after a session expiry, and the next scrape then does a full diff. The first full read
+sets the baseline without events.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NoNodeError
+
+from collectors.isr import PartitionKey, PartitionState, isr_event
+from collectors.source import Scrape, now_ms
+from common.contract import Batch, Event
+
+SOURCE = "zookeeper/isr"
+NOTIFICATIONS = "/isr_change_notification"
+TOPICS = "/brokers/topics"
+
+
+def parse_state(raw: bytes) -> PartitionState:
+    """A partition state znode (``{"leader":1,"leader_epoch":7,"isr":[1,2],...}``); ValueError if bad."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or not isinstance(doc.get("isr"), list):
+        raise ValueError(f"not a partition state: {raw[:200]!r}")
+    return PartitionState(int(doc["leader"]), tuple(int(b) for b in doc["isr"]), int(doc["leader_epoch"]))
+
+
+def parse_notification(raw: bytes) -> list[PartitionKey]:
+    """The partitions an ``isr_change_<n>`` znode names; ValueError if malformed."""
+    doc = json.loads(raw)
+    return [(str(p["topic"]), int(p["partition"])) for p in doc["partitions"]]
+
+
+class ZooKeeperIsrSource:
+    def __init__(self, cluster: str, connect: str, full_diff_s: float = 30.0, timeout_s: float = 10.0):
+        self.cluster, self.name = cluster, SOURCE
+        self.full_diff_s = full_diff_s
+        # reconnect forever: a ZooKeeper outage or a lost session must not end the source
+        retry = {"max_tries": -1, "max_delay": 5.0}
+        self._zk = KazooClient(hosts=connect, timeout=timeout_s, connection_retry=retry)
+        self._lock = threading.Lock()
+        self._states: dict[PartitionKey, PartitionState] | None = None  # None until the first full read
+        self._controller: tuple[int, int] | None = None
+        self._events: list[Event] = []
+        self._errors: list[str] = []
+        self._next_full = 0.0
+
+    def start(self) -> ZooKeeperIsrSource:
+        self._zk.add_listener(self._on_state)
+        self._zk.start()
+        self._zk.ensure_path(NOTIFICATIONS)
+        self._zk.ChildrenWatch(NOTIFICATIONS, self._on_notifications)
+        self._zk.DataWatch("/controller", lambda *_: self._on_controller())
+        self._zk.DataWatch("/controller_epoch", lambda *_: self._on_controller())
+        return self
+
+    def stop(self) -> None:
+        self._zk.stop()
+        self._zk.close()
+
+    def collect(self) -> Scrape:
+        if not self._zk.connected:
+            self._error("not connected to ZooKeeper")
+        elif time.monotonic() >= self._next_full:
+            self._next_full = time.monotonic() + self.full_diff_s
+            self._full_diff()
+        with self._lock:
+            events, self._events = self._events, []
+            errors, self._errors = self._errors, []
+        return Scrape(Batch(self.cluster, SOURCE, now_ms(), events=tuple(events)), errors)
+
+    # -- reading and recording --------------------------------------------------------------------------
+    def _read_state(self, key: PartitionKey) -> PartitionState | None:
+        try:
+            raw, _ = self._zk.get(f"{TOPICS}/{key[0]}/partitions/{key[1]}/state")
+            return parse_state(raw)
+        except NoNodeError:
+            return None
+        except (ValueError, KeyError, TypeError) as exc:
+            self._error(f"state of {key[0]}-{key[1]}: {exc}")
+        except KazooException as exc:
+            self._error(f"reading state of {key[0]}-{key[1]}: {exc!r}")
+        return None
+
+    def _record(self, key: PartitionKey, state: PartitionState, ts_ms: int) -> None:
+        """Under the lock: remember ``state``, queue an event if it differs from the known one."""
+        old = self._states.get(key) if self._states is not None else None
+        if self._states is not None:
+            self._states[key] = state
+        event = isr_event(key[0], key[1], old, state, ts_ms) if old is not None else None
+        if event is not None:
+            self._events.append(event)
+
+    def _error(self, reason: str) -> None:
+        with self._lock:
+            self._errors.append(reason)
+
+    def _full_diff(self) -> None:
+        ts, states = now_ms(), {}
+        try:
+            for topic in self._zk.get_children(TOPICS):
+                for partition in self._zk.get_children(f"{TOPICS}/{topic}/partitions"):
+                    state = self._read_state((topic, int(partition)))
+                    if state is not None:
+                        states[(topic, int(partition))] = state
+        except NoNodeError:
+            pass  # no topics yet, or one deleted while listing
+        except KazooException as exc:
+            self._error(f"full read of partition states: {exc!r}")
+            return
+        with self._lock:
+            if self._states is None:
+                self._states = states
+                return
+            for key, state in states.items():
+                self._record(key, state, ts)
+            for key in self._states.keys() - states.keys():
+                del self._states[key]
+
+    # -- watch callbacks (kazoo's event thread) ---------------------------------------------------------
+    def _on_state(self, state: KazooState) -> None:
+        if state == KazooState.LOST:  # watches fired nothing while the session was gone: diff everything
+            self._next_full = 0.0
+
+    def _on_notifications(self, children: list[str]) -> None:
+        ts = now_ms()
+        for child in sorted(children):
+            try:
+                raw, _ = self._zk.get(f"{NOTIFICATIONS}/{child}")
+                keys = parse_notification(raw)
+            except NoNodeError:
+                continue  # the controller was faster; the full diff will catch the change
+            except (ValueError, KeyError, TypeError) as exc:
+                self._error(f"notification {child}: {exc}")
+                continue
+            for key in keys:
+                state = self._read_state(key)
+                if state is not None:
+                    with self._lock:
+                        self._record(key, state, ts)
+
+    def _on_controller(self) -> None:
+        controller = self._json("/controller")
+        epoch = self._json("/controller_epoch")
+        controller_id = controller.get("brokerid", -1) if isinstance(controller, dict) else -1
+        pair = (
+            controller_id if isinstance(controller_id, int) else -1,
+            epoch if isinstance(epoch, int) else 0,
+        )
+        with self._lock:
+            if pair != self._controller:
+                self._controller = pair
+                fields = {"controller_id": pair[0], "controller_epoch": pair[1]}
+                self._events.append(Event("controller_change", now_ms(), fields))
+
+    def _json(self, path: str) -> Any:
+        try:
+            return json.loads(self._zk.get(path)[0])
+        except NoNodeError:
+            return None
+        except (ValueError, KazooException) as exc:
+            self._error(f"{path}: {exc!r}")
+            return None

@@ -1,0 +1,123 @@
+"""JMX-exporter endpoints over real HTTP on 127.0.0.1: canonical names, faults as errors with a reason."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from collectors.exposition import DEFAULT_MAPPING, ExpositionSource
+from common import names
+from common.contract import decode, encode
+from peers.process import free_port
+
+# What a broker behind the Strimzi rule set serves (kafka-metrics.yaml: lowercaseOutputName, meters as
+# `_total` counters from `Count`, gauges from `Value`), plus JVM series that are not ours.
+BROKER_PAGE = """\
+# HELP kafka_server_replicamanager_underreplicatedpartitions Attribute exposed for management
+# TYPE kafka_server_replicamanager_underreplicatedpartitions gauge
+kafka_server_replicamanager_underreplicatedpartitions 2.0
+# TYPE kafka_controller_kafkacontroller_activecontrollercount gauge
+kafka_controller_kafkacontroller_activecontrollercount 1.0
+# TYPE kafka_server_brokertopicmetrics_messagesin_total counter
+kafka_server_brokertopicmetrics_messagesin_total{topic="orders",} 1234.0
+kafka_server_brokertopicmetrics_messagesin_total 5000.0
+# TYPE kafka_log_log_size gauge
+kafka_log_log_size{topic="orders",partition="0",} 1.048576E7
+# TYPE kafka_network_requestmetrics_errors_total counter
+kafka_network_requestmetrics_errors_total{request="Produce",error="NOT_ENOUGH_REPLICAS",} 7.0
+# TYPE jvm_memory_bytes_used gauge
+jvm_memory_bytes_used{area="heap",} 2.5E8
+"""
+
+PRODUCER_PAGE = """\
+# TYPE kafka_producer_producer_metrics_buffer_available_bytes gauge
+kafka_producer_producer_metrics_buffer_available_bytes{client_id="checkout",} 0.0
+# TYPE kafka_producer_producer_metrics_waiting_threads gauge
+kafka_producer_producer_metrics_waiting_threads{client_id="checkout",} 12.0
+# TYPE kafka_producer_producer_metrics_bufferpool_wait_ratio gauge
+kafka_producer_producer_metrics_bufferpool_wait_ratio{client_id="checkout",} 0.85
+"""
+
+PAGES = {
+    "/broker": BROKER_PAGE,
+    "/producer": PRODUCER_PAGE,
+    "/malformed": 'kafka_server_replicamanager_underreplicatedpartitions{broker="1" 2\n',
+    "/custom": "my_urp 4\n",
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        page = PAGES.get(self.path)
+        self.send_response(200 if page is not None else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write((page or "not found").encode())
+
+    def log_message(self, *_args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+def _by_name(samples):
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
+
+
+def test_broker_page_maps_to_canonical_names(server):
+    scrape = ExpositionSource("prod", "exporter/broker-1", f"{server}/broker", {"broker": "1"}).collect()
+    assert scrape.errors == []
+    assert scrape.batch.source == "exporter/broker-1"
+    b = (("broker", "1"),)
+    assert _by_name(decode(encode(scrape.batch)).samples) == {
+        (names.UNDER_REPLICATED_PARTITIONS, b): 2.0,
+        (names.ACTIVE_CONTROLLER, b): 1.0,
+        (names.MESSAGES_IN, (*b, ("topic", "orders"))): 1234.0,
+        (names.MESSAGES_IN, b): 5000.0,
+        (names.LOG_SIZE_BYTES, (*b, ("partition", "0"), ("topic", "orders"))): 10485760.0,
+        (names.REQUEST_ERRORS, (*b, ("error", "NOT_ENOUGH_REPLICAS"), ("request", "Produce"))): 7.0,
+    }  # jvm_memory_bytes_used is not ours: left out
+
+
+def test_producer_page_maps_buffer_and_waiting_threads(server):
+    scrape = ExpositionSource("prod", "producer/checkout", f"{server}/producer", {}).collect()
+    c = (("client_id", "checkout"),)
+    assert _by_name(scrape.batch.samples) == {
+        (names.PRODUCER_BUFFER_AVAILABLE_BYTES, c): 0.0,
+        (names.PRODUCER_WAITING_THREADS, c): 12.0,
+        (names.PRODUCER_BUFFERPOOL_WAIT_RATIO, c): 0.85,
+    }
+
+
+def test_malformed_page_is_an_error_with_reason_and_the_next_scrape_still_works(server):
+    bad = ExpositionSource("prod", "exporter/broker-2", f"{server}/malformed", {"broker": "2"}).collect()
+    assert bad.batch.samples == ()
+    assert len(bad.errors) == 1 and bad.errors[0].startswith("malformed page at")
+    good = ExpositionSource("prod", "exporter/broker-2", f"{server}/broker", {"broker": "2"}).collect()
+    assert good.errors == [] and len(good.batch.samples) == 6
+
+
+def test_http_error_and_closed_port_are_errors_not_exceptions(server):
+    for url in (f"{server}/missing", f"http://127.0.0.1:{free_port()}/metrics"):
+        scrape = ExpositionSource("prod", "exporter/broker-3", url, {"broker": "3"}, timeout_s=2).collect()
+        assert scrape.batch.samples == ()
+        assert len(scrape.errors) == 1 and scrape.errors[0].startswith(f"fetch {url}")
+
+
+def test_mapping_is_overridable(server):
+    mapping = DEFAULT_MAPPING | {"my_urp": names.UNDER_REPLICATED_PARTITIONS}
+    scrape = ExpositionSource(
+        "prod", "exporter/broker-4", f"{server}/custom", {"broker": "4"}, mapping
+    ).collect()
+    assert _by_name(scrape.batch.samples) == {(names.UNDER_REPLICATED_PARTITIONS, (("broker", "4"),)): 4.0}

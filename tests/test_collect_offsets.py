@@ -1,0 +1,177 @@
+"""Admin API sources against the real broker: log offsets, committed offsets of a real group, metadata."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from collectors.isr import PartitionState, classify, diff_states
+from collectors.metadata import MetadataSource
+from collectors.offsets import GroupInfo, OffsetsSource, offset_samples
+from common import names
+from common.config import Cluster
+from common.contract import Event, Sample, decode, encode
+from peers.process import free_port
+from peers.stack import create_topic
+
+PRODUCED = {0: 5, 1: 3, 2: 0}  # messages per partition
+COMMITTED = {0: 2, 1: 3}  # offsets the group commits
+
+
+def _values(samples, name):
+    return {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == name}
+
+
+def test_offset_samples_leave_out_missing_commits_and_undescribed_members():
+    samples = offset_samples(
+        starts={("t", 0): 4},
+        ends={("t", 0): 9},
+        committed={"g": {("t", 0): 7, ("t", 1): -1}},
+        groups=[GroupInfo("g", "stable", 2), GroupInfo("h", "dead", None)],
+    )
+    assert samples == [
+        Sample(names.PARTITION_START_OFFSET, {"topic": "t", "partition": "0"}, 4),
+        Sample(names.PARTITION_END_OFFSET, {"topic": "t", "partition": "0"}, 9),
+        Sample(names.GROUP_COMMITTED_OFFSET, {"group": "g", "topic": "t", "partition": "0"}, 7),
+        Sample(names.GROUP_INFO, {"group": "g", "state": "stable"}, 1),
+        Sample(names.GROUP_MEMBERS, {"group": "g"}, 2),
+        Sample(names.GROUP_INFO, {"group": "h", "state": "dead"}, 1),
+    ]
+
+
+def _produce(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    for partition, count in PRODUCED.items():
+        for i in range(count):
+            producer.produce(topic, f"m{i}".encode(), partition=partition)
+            producer.flush(10)  # one record batch per message: tansu's "latest" offset is then exact
+    assert producer.flush(10) == 0
+
+
+def _commit_as_group(bootstrap: str, topic: str, group: str) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert consumer.assignment(), "the group never assigned partitions"
+    offsets = [TopicPartition(topic, p, o) for p, o in COMMITTED.items()]
+    consumer.commit(offsets=offsets, asynchronous=False)
+    consumer.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_broker):
+    return Cluster(name="test", bootstrap_servers=[kafka_broker.bootstrap])
+
+
+def test_offsets_match_what_was_produced_and_committed(kafka_broker, cluster):
+    topic, group = "offsets-orders", "offsets-billing"
+    create_topic(kafka_broker.bootstrap, topic, len(PRODUCED))
+    _produce(kafka_broker.bootstrap, topic)
+    _commit_as_group(kafka_broker.bootstrap, topic, group)
+
+    scrape = OffsetsSource(cluster).collect()
+    assert scrape.errors == []
+    samples = decode(encode(scrape.batch)).samples  # what the jobs will read
+    ends = {
+        int(dict(k)["partition"]): v
+        for k, v in _values(samples, names.PARTITION_END_OFFSET).items()
+        if dict(k)["topic"] == topic
+    }
+    starts = {
+        int(dict(k)["partition"]): v
+        for k, v in _values(samples, names.PARTITION_START_OFFSET).items()
+        if dict(k)["topic"] == topic
+    }
+    committed = {
+        int(dict(k)["partition"]): v
+        for k, v in _values(samples, names.GROUP_COMMITTED_OFFSET).items()
+        if dict(k)["group"] == group and dict(k)["topic"] == topic
+    }
+    assert ends == PRODUCED
+    assert starts == dict.fromkeys(PRODUCED, 0)
+    assert committed == COMMITTED
+    assert {p: ends[p] - committed[p] for p in committed} == {0: 3, 1: 0}  # lag: produced - committed
+    info = [s for s in samples if s.name == names.GROUP_INFO and s.labels["group"] == group]
+    assert len(info) == 1 and info[0].value == 1
+
+
+def test_offsets_source_reports_an_unreachable_cluster_without_raising():
+    dead = Cluster(name="dead", bootstrap_servers=[f"127.0.0.1:{free_port()}"])
+    started = time.monotonic()
+    scrape = OffsetsSource(dead, timeout_s=1.0).collect()
+    assert time.monotonic() - started < 10  # generous safety bound: the timeout is honoured
+    assert scrape.batch.samples == ()
+    assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
+
+
+def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker, cluster):
+    topic = "metadata-payments"
+    create_topic(kafka_broker.bootstrap, topic, 3)
+    source = MetadataSource(cluster)
+    first, second = source.collect(), source.collect()
+    assert first.errors == [] and second.errors == []
+    leaders = {
+        k: v
+        for k, v in _values(first.batch.samples, names.PARTITION_LEADER).items()
+        if dict(k)["topic"] == topic
+    }
+    assert len(leaders) == 3
+    assert set(leaders.values()) == {111}  # tansu is one node, id 111 (see docs/peers.md)
+    isr = [
+        s.value for s in first.batch.samples if s.name == names.PARTITION_ISR and s.labels["topic"] == topic
+    ]
+    assert isr == [1, 1, 1]
+    assert first.batch.events == () and second.batch.events == ()  # nothing changed in between
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kind"),
+    [
+        (PartitionState(1, (1, 2, 3)), PartitionState(1, (1, 3)), "shrink"),
+        (PartitionState(1, (1, 3)), PartitionState(1, (3, 1, 2)), "expand"),
+        (PartitionState(1, (1, 2)), PartitionState(1, (1, 3)), "replace"),
+        (PartitionState(1, (1, 2)), PartitionState(2, (2, 1)), "leader_change"),  # same set, new leader
+        (PartitionState(1, (1, 2, 3)), PartitionState(3, (3,)), "shrink"),  # leader died and ISR shrank
+        (PartitionState(1, (1,)), PartitionState(-1, (1,)), "leader_change"),  # went offline
+        (PartitionState(1, (1, 2)), PartitionState(1, (2, 1)), None),  # order is not a change
+    ],
+)
+def test_classify(old, new, kind):
+    assert classify(old, new) == kind
+
+
+def test_diff_states_emits_contract_events_only_for_changed_known_partitions():
+    old = {("t", 0): PartitionState(1, (1, 2, 3), 7), ("t", 1): PartitionState(2, (2, 3), 4)}
+    new = {
+        ("t", 0): PartitionState(1, (1, 3), 7),
+        ("t", 1): PartitionState(2, (2, 3), 4),
+        ("t", 2): PartitionState(3, (3,), 0),  # new partition: a baseline, not a change
+    }
+    events = diff_states(old, new, 1000)
+    assert events == [
+        Event(
+            "isr_change",
+            1000,
+            {
+                "topic": "t",
+                "partition": 0,
+                "old_isr": [1, 2, 3],
+                "new_isr": [1, 3],
+                "leader": 1,
+                "leader_epoch": 7,
+                "change": "shrink",
+            },
+        )
+    ]

@@ -1,0 +1,147 @@
+"""Publisher and spool: the broker stopped mid-publish, scrapes never wait, the spool replays exactly once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from collectors.publisher import Publisher
+from collectors.spool import Record, Spool
+from common.config import Config
+from common.contract import Batch, Sample, decode
+from peers.kafka import KafkaBroker
+from peers.process import free_port
+from peers.stack import create_topic
+
+TOPIC = "kobs.metrics"
+SOURCES = ("jmx/broker-1", "jmx/broker-2", "admin/offsets")
+
+
+def test_spool_is_fifo_capped_and_survives_reopen(tmp_path):
+    records = [Record(b"k%02d" % i, b"v" * 100, i) for i in range(1, 31)]
+    spool = Spool(tmp_path, max_bytes=20 * records[0].size, segment_bytes=5 * records[0].size)
+    accepted = [r for r in records if spool.append(r)]
+    assert accepted == records[:20]  # the 21st would pass max_bytes: refused, nothing written
+    assert spool.items == sum(range(1, 21))
+    head = spool.head()
+    assert head == records[:5]  # oldest segment first
+    spool.commit_head(head[3:])  # first three delivered
+    reopened = Spool(tmp_path, max_bytes=10**6)
+    assert reopened.head() == records[3:5]
+    assert reopened.items == sum(range(4, 21))
+    reopened.commit_head([])
+    assert reopened.head() == records[5:10]
+
+
+def test_spool_ignores_a_frame_cut_short(tmp_path):
+    spool = Spool(tmp_path, max_bytes=10**6)
+    spool.append(Record(b"a", b"complete", 1))
+    spool.append(Record(b"b", b"cut short by a crash", 1))
+    spool.close()
+    (segment,) = tmp_path.glob("*.spool")
+    segment.write_bytes(segment.read_bytes()[:-5])
+    assert Spool(tmp_path, max_bytes=10**6).head() == [Record(b"a", b"complete", 1)]
+
+
+def _batch(source: str, seq: int) -> Batch:
+    samples = tuple(
+        Sample("kafka_broker_partitions", {"seq": str(seq), "i": str(i)}, float(i)) for i in range(3)
+    )
+    return Batch("test", source, 1_700_000_000_000 + seq, samples)
+
+
+def _submit(publisher: Publisher, seqs: range) -> None:
+    for seq in seqs:
+        started = time.monotonic()
+        assert publisher.submit(_batch(SOURCES[seq % len(SOURCES)], seq))
+        assert time.monotonic() - started < 1.0, "submit must never wait on Kafka"
+
+
+def _read_back(bootstrap: str, expected_samples: int) -> list[tuple[str, int]]:
+    """(source, seq) of every sample on the topic, in per-partition order."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    partitions = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions])
+    seen: list[tuple[str, int]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(seen) < expected_samples and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            batch = decode(msg.value())
+            assert msg.key() == batch.key
+            seen += [(batch.source, int(s.labels["seq"])) for s in batch.samples]
+        # a little longer, so that duplicates would be seen too
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                batch = decode(msg.value())
+                seen += [(batch.source, int(s.labels["seq"])) for s in batch.samples]
+    finally:
+        consumer.close()
+    return seen
+
+
+def _assert_ordered_per_source(seen: list[tuple[str, int]]) -> None:
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for source, seq in seen:
+        if not by_source[source] or by_source[source][-1] != seq:
+            by_source[source].append(seq)
+    for source, seqs in by_source.items():
+        assert seqs == sorted(seqs), f"{source} out of order"
+
+
+def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
+    port = free_port()
+    broker = KafkaBroker(tmp_path / "kafka-1", port).start()
+    config = Config.model_validate(
+        {
+            "clusters": [{"name": "test", "bootstrap_servers": [broker.bootstrap]}],
+            "sinks": {"run_dir": str(tmp_path)},
+        }
+    )
+    create_topic(broker.bootstrap, TOPIC, 6)
+    publisher = Publisher.from_config(config, probe_interval_s=0.5).start()
+    try:
+        # Phase 1: broker up. Everything arrives once.
+        _submit(publisher, range(0, 30))
+        assert publisher.flush(20)
+        phase1 = _read_back(broker.bootstrap, 90)
+        assert Counter(phase1) == Counter((SOURCES[s % 3], s) for s in range(30) for _ in range(3))
+
+        # Phase 2: stop the broker right after submitting, while records are queued or in flight.
+        _submit(publisher, range(30, 60))
+        broker.stop()
+        # Phase 3: broker down. Submits still return at once; records pile up in the spool.
+        _submit(publisher, range(60, 120))
+        deadline = time.monotonic() + 20
+        while publisher.stats.spooled < 60 * 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert publisher.stats.spooled >= 60 * 3
+        assert publisher.spool_bytes > 0
+        assert not publisher.flush(0.5)
+
+        # Restart on the same port: memory storage, so the topic is gone; recreate it.
+        broker = KafkaBroker(tmp_path / "kafka-2", port).start()
+        create_topic(broker.bootstrap, TOPIC, 6)
+        # Phase 4: after recovery, new records queue behind the spool.
+        _submit(publisher, range(120, 150))
+        assert publisher.flush(30)
+        assert publisher.spool_bytes == 0
+        assert publisher.stats.dropped == 0
+        assert publisher.stats.replayed == publisher.stats.spooled
+
+        seen = _read_back(broker.bootstrap, (150 - 60) * 3)
+        counts = Counter(seen)
+        assert max(counts.values()) == 3, "a sample arrived more than once"  # 3 samples per (source, seq)
+        for seq in range(60, 150):  # everything submitted after the stop arrives
+            assert counts[(SOURCES[seq % 3], seq)] == 3
+        assert {seq for _, seq in counts} <= set(range(30, 150))  # phase 1 died with the old broker
+        _assert_ordered_per_source(seen)
+    finally:
+        publisher.close(timeout_s=5)
+        broker.stop()
