@@ -106,20 +106,24 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         stderr=subprocess.STDOUT,
         text=True,
     )
-    lines = []
-    for line in demo.stdout:
-        lines.append(line)
-        if line.startswith("Press Ctrl-C"):
-            break
-    output = "".join(lines)
-    pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
-    assert len(pids) == 4 and all(pid_alive(pid) for pid in pids), output
-    assert str(tmp_path) in output
-    prometheus_url = next(line.split()[-1] for line in lines if line.strip().startswith("prometheus ("))
-    rules = http_json(f"{prometheus_url}/api/v1/rules")["data"]["groups"]
-    alert_names = {rule["name"] for group in rules for rule in group["rules"] if rule["type"] == "alerting"}
-    assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
-    demo.send_signal(signal.SIGTERM)
-    rest, _ = demo.communicate(timeout=60)
+    try:
+        lines = []
+        for line in demo.stdout:
+            lines.append(line)
+            if line.startswith("Press Ctrl-C"):
+                break
+        output = "".join(lines)
+        pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
+        assert len(pids) == 4 and all(pid_alive(pid) for pid in pids), output
+        assert str(tmp_path) in output
+        prometheus_url = next(line.split()[-1] for line in lines if line.strip().startswith("prometheus ("))
+        rules = http_json(f"{prometheus_url}/api/v1/rules")["data"]["groups"]
+        alert_names = {
+            rule["name"] for group in rules for rule in group["rules"] if rule["type"] == "alerting"
+        }
+        assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
+    finally:  # a failed assertion must not leave the demo's servers running
+        demo.send_signal(signal.SIGTERM)
+        rest, _ = demo.communicate(timeout=60)
     assert demo.returncode == 0 and "everything it started has exited" in rest
     assert not any(pid_alive(pid) for pid in pids)
