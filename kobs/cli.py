@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)  # connection chatter, not news
     try:
         return args.run(args)
     except ConfigError as exc:

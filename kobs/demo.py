@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from datetime import datetime
 from pathlib import Path
 
@@ -24,9 +23,7 @@ def run_demo(run_dir: Path | None = None, duration_s: float | None = None) -> in
         for what, where in stack.describe():
             print(f"  {what:<28} {where}", flush=True)
         print("\nPress Ctrl-C to stop.", flush=True)
-        deadline = None if duration_s is None else time.monotonic() + duration_s
-        while deadline is None or time.monotonic() < deadline:
-            time.sleep(0.2)
+        stack.simulation.run(speed=1.0, duration_s=duration_s)  # real time, until Ctrl-C or the duration
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)
     finally:

@@ -1,5 +1,6 @@
-"""The embedded stack the demo runs: broker, ZooKeeper, Prometheus (with the shipped alert rules) and
-Alertmanager (with the shipped routing) on loopback."""
+"""The embedded stack the demo runs on loopback: broker, ZooKeeper, a simulated multi-broker cluster
+(JMX-exporter endpoints, znodes in that ZooKeeper), Prometheus scraping it with the shipped alert rules,
+and Alertmanager with the shipped routing."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from peers.kafka import KafkaBroker
 from peers.process import ManagedProcess, free_port, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
 from peers.zookeeper import ZooKeeper
+from simulator.runtime import Runtime
+from simulator.scenario import Simulation, load_scenario
 
 # Conventional ports, used when free so that links and docs work; otherwise any free port.
 PREFERRED_PORTS = {"kafka": 9092, "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093}
@@ -41,8 +44,10 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 @dataclass
 class EmbeddedStack:
     run_dir: Path
+    scenario: str = "rf1-incident"
     processes: list[ManagedProcess] = field(default_factory=list)
     config: Config | None = None
+    simulation: Runtime | None = None
 
     def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -67,14 +72,19 @@ class EmbeddedStack:
                 )
             )
             self.config = load_config(config_path)
+            progress(f"starting the simulated cluster (scenario {self.scenario}) ...")
+            self.simulation = Runtime(Simulation(load_scenario(self.scenario)), zookeeper=zookeeper.connect)
+            self.simulation.start()
             progress("starting Alertmanager ...")
             routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
             alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
             sinks = self.config.sinks
+            simulated = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
             targets = {
                 "kobs-exporter": [sinks.exporter_address],
                 "kobs-collector": [sinks.self_metrics_address],
+                "simulated-kafka": simulated,
             }
             self._add(
                 Prometheus(
@@ -98,7 +108,13 @@ class EmbeddedStack:
         self.processes.append(process)
         return process.start()
 
+    def endpoints(self) -> list[tuple[str, str]]:
+        """(name, URL) of the simulated brokers' and producers' exporter endpoints."""
+        return self.simulation.endpoints() if self.simulation else []
+
     def stop(self) -> None:
+        if self.simulation:
+            self.simulation.stop()
         for process in reversed(self.processes):
             with contextlib.suppress(Exception):
                 process.stop()
@@ -109,6 +125,7 @@ class EmbeddedStack:
         for p in self.processes:
             where = getattr(p, "url", None) or getattr(p, "bootstrap", None) or getattr(p, "connect", "")
             rows.append((f"{p.name} (pid {p.pid})", where))
+        rows += [(f"simulated {name}", url) for name, url in self.endpoints()]
         rows.append(("configuration", str(self.run_dir / "kobs.yaml")))
         rows.append(("logs and data", str(self.run_dir)))
         return rows

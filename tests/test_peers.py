@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,16 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
             rule["name"] for group in rules for rule in group["rules"] if rule["type"] == "alerting"
         }
         assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
+        # The simulated cluster answers in the JMX exporter's format, and Prometheus is told to scrape it.
+        broker_url = next(line.split()[-1] for line in lines if "simulated broker-0" in line)
+        with urllib.request.urlopen(broker_url, timeout=10) as response:
+            assert b"kafka_server_replicamanager_underreplicatedpartitions" in response.read()
+        scraped, deadline = set(), time.monotonic() + 20
+        while broker_url not in scraped and time.monotonic() < deadline:  # target discovery is asynchronous
+            time.sleep(0.2)
+            targets = http_json(f"{prometheus_url}/api/v1/targets")["data"]["activeTargets"]
+            scraped = {t["scrapeUrl"] for t in targets if t["labels"]["job"] == "simulated-kafka"}
+        assert broker_url in scraped
     finally:  # a failed assertion must not leave the demo's servers running
         demo.send_signal(signal.SIGTERM)
         rest, _ = demo.communicate(timeout=60)
