@@ -92,13 +92,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    clusters = ", ".join(f"{c.name} ({','.join(c.bootstrap_servers)})" for c in config.clusters)
-    print(
-        f"kobs collect: configuration valid; clusters: {clusters}; metrics topic: {config.metrics_topic.name}"
-    )
-    print("kobs collect: the collectors are not yet available (issue #4)", file=sys.stderr)
-    return 3
+    from collectors.cli import run_collect
+
+    return run_collect(load_config(args.config), once=args.once)
 
 
 def _not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:

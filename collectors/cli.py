@@ -1,0 +1,89 @@
+"""``kobs collect``: run every source until SIGTERM or Ctrl-C, or one cycle with ``--once``; then flush.
+
+``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did.
+The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+from collectors.publisher import Publisher, PublisherStats
+from collectors.scheduler import JMX_UNAVAILABLE, Job, Scheduler, build_jobs
+from collectors.self_metrics import SelfMetrics
+from common.config import Config
+
+log = logging.getLogger(__name__)
+
+FLUSH_S = 10.0  # how long the exit waits for Kafka before leaving the rest in the spool
+ERROR_WIDTH = 120
+
+
+def run_collect(config: Config, once: bool) -> int:
+    jobs, skipped = build_jobs(config)
+    publisher = Publisher.from_config(config).start()
+    metrics = SelfMetrics(publisher, [job.label for job in jobs])
+    for label in skipped:
+        metrics.errors.labels(label, "unavailable").inc()
+    scheduler = Scheduler(jobs, publisher, metrics)
+    stop = threading.Event()
+    if once:
+        scheduler.run(stop, once=True)
+        delivered = _flush(publisher, FLUSH_S)
+        publisher.close(timeout_s=0)
+        print(summary(jobs, skipped, publisher.stats, delivered))
+        return 0 if any(job.succeeded for job in jobs) else 1
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    server = metrics.serve(config.sinks.self_metrics_address)
+    log.info("collecting %d sources; self-metrics on %s", len(jobs), config.sinks.self_metrics_address)
+    try:
+        scheduler.run(stop)
+    finally:
+        server.shutdown()
+        delivered = publisher.close(FLUSH_S)
+    log.info("stopped; %s", _totals(publisher.stats, delivered))
+    return 0
+
+
+def _flush(publisher: Publisher, timeout_s: float) -> bool:
+    """Wait for delivery; give up early once the topic is unreachable (the rest goes to the spool)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if publisher.flush(0.1):
+            return True
+        if not publisher.healthy and publisher.queue_depth == 0:
+            return False
+    return False
+
+
+def summary(jobs: list[Job], skipped: list[str], stats: PublisherStats, delivered: bool) -> str:
+    failed = sum(1 for job in jobs if not job.succeeded)
+    width = max(len(label) for label in [job.label for job in jobs] + skipped)
+    lines = [
+        f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed, "
+        f"{len(skipped)} skipped",
+        f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  errors",
+    ]
+    for job in jobs:
+        result = "ok" if job.succeeded else "FAILED"
+        errors = ", ".join(f"{reason} x{n}" for reason, n in sorted(job.errors.items()))
+        if job.last_errors:
+            errors += f" ({job.last_errors[0][:ERROR_WIDTH]})"
+        lines.append(
+            f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {errors}".rstrip()
+        )
+    lines += [f"  {label:<{width}}  {'skipped':<7}  {'':>7}  {'':>6}  {JMX_UNAVAILABLE}" for label in skipped]
+    lines.append(_totals(stats, delivered))
+    return "\n".join(lines)
+
+
+def _totals(stats: PublisherStats, delivered: bool) -> str:
+    outcome = "all delivered" if delivered else "not all delivered: the rest is kept in the spool"
+    return (
+        f"published samples+events: sent {stats.sent}, spooled {stats.spooled}, replayed {stats.replayed}, "
+        f"dropped {stats.dropped} ({outcome})"
+    )

@@ -1,0 +1,190 @@
+"""Run every configured source on its interval and hand the batches to the publisher, never waiting on one.
+
+Per cluster: Admin API offsets (``intervals.offsets_s``) and metadata (``metadata_s``), one exposition source
+per ``exporters`` entry (``metrics_s``), the ZooKeeper ISR watcher when ``zookeeper`` is set (``metadata_s``)
+and one exposition source per producer with a ``url`` (``producers_s``). JMX endpoints are skipped with a
+warning until the JMX source exists.
+
+Each scrape runs in a worker thread, at most one in flight per source, under a deadline of one interval: a
+scrape past it is counted as a ``timeout`` error and the source is not run again until it returns (a late
+batch is still published). Errors are counted per source by reason, the first word of the error line
+(``fetch``, ``list_topics``, ...), and logged once per scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from collectors.admin import admin_client
+from collectors.exposition import ExpositionSource
+from collectors.metadata import MetadataSource
+from collectors.offsets import OffsetsSource
+from collectors.publisher import Publisher
+from collectors.self_metrics import SelfMetrics
+from collectors.source import Scrape, now_ms
+from collectors.zookeeper_isr import ZooKeeperIsrSource
+from common.config import Config
+from common.contract import Batch
+
+log = logging.getLogger(__name__)
+
+JMX_UNAVAILABLE = "JMX source not yet available"
+TICK_S = 0.05
+
+
+class Source(Protocol):
+    name: str
+
+    def collect(self) -> Scrape: ...
+
+
+class _Connected:
+    """A source that must connect first (ZooKeeper): connects on its first scrape, retrying until it does."""
+
+    def __init__(self, source: ZooKeeperIsrSource):
+        self.source, self.name, self.started = source, source.name, False
+
+    def collect(self) -> Scrape:
+        if not self.started:
+            try:
+                self.source.start()
+            except Exception as exc:  # kazoo's timeout or connection errors
+                return Scrape(Batch(self.source.cluster, self.name, now_ms()), [f"connect: {exc!r}"])
+            self.started = True
+        return self.source.collect()
+
+    def stop(self) -> None:
+        if self.started:
+            self.source.stop()
+
+
+@dataclass
+class Job:
+    """One source of one cluster, its interval, and what its scrapes have produced so far."""
+
+    cluster: str
+    source: Source
+    interval_s: float
+    scrapes: int = 0
+    succeeded: int = 0
+    samples: int = 0
+    events: int = 0
+    errors: Counter[str] = field(default_factory=Counter)  # by reason
+    last_errors: list[str] = field(default_factory=list)
+    future: Future[Scrape] | None = None
+    started: float = 0.0
+    due: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.cluster}/{self.source.name}"
+
+
+def build_jobs(config: Config) -> tuple[list[Job], list[str]]:
+    """The jobs for every configured source, and the labels of the sources skipped as unavailable."""
+    intervals = config.intervals
+    jobs: list[Job] = []
+    skipped: list[str] = []
+    for cluster in config.clusters:
+        admin = admin_client(cluster)  # shared by the cluster's Admin API sources
+        jobs.append(
+            Job(cluster.name, OffsetsSource(cluster, intervals.offsets_s, admin), intervals.offsets_s)
+        )
+        jobs.append(
+            Job(cluster.name, MetadataSource(cluster, intervals.metadata_s, admin), intervals.metadata_s)
+        )
+        for exporter in cluster.exporters:
+            name, labels = f"exporter/broker-{exporter.broker_id}", {"broker": str(exporter.broker_id)}
+            source = ExpositionSource(cluster.name, name, exporter.url, labels, timeout_s=intervals.metrics_s)
+            jobs.append(Job(cluster.name, source, intervals.metrics_s))
+        if cluster.zookeeper:
+            source = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
+            jobs.append(Job(cluster.name, _Connected(source), intervals.metadata_s))
+        for producer in cluster.producers:
+            name = f"producer/{producer.client_id}"
+            if producer.url is None:
+                skipped.append(f"{cluster.name}/{name}")
+                continue
+            labels = {"client_id": producer.client_id}
+            source = ExpositionSource(
+                cluster.name, name, producer.url, labels, timeout_s=intervals.producers_s
+            )
+            jobs.append(Job(cluster.name, source, intervals.producers_s))
+        skipped += [f"{cluster.name}/jmx/broker-{j.broker_id}" for j in cluster.jmx]
+    for label in skipped:
+        log.warning("%s: %s, skipped", label, JMX_UNAVAILABLE)
+    return jobs, skipped
+
+
+def reason_of(error: str) -> str:
+    """The label value for an error line: its first word (``fetch``, ``list_offsets``, ``malformed``)."""
+    return re.split(r"[\s:]", error.strip(), maxsplit=1)[0] or "unknown"
+
+
+class Scheduler:
+    def __init__(self, jobs: list[Job], publisher: Publisher, metrics: SelfMetrics):
+        self.jobs, self.publisher, self.metrics = jobs, publisher, metrics
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(jobs)), thread_name_prefix="kobs-scrape")
+
+    def run(self, stop: threading.Event, once: bool = False) -> None:
+        """Scrape on the intervals until ``stop`` is set; with ``once``, until every source ran once."""
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                for job in self.jobs:
+                    self._step(job, now, once)
+                if once and all(job.future is None and job.scrapes for job in self.jobs):
+                    return
+                stop.wait(TICK_S)
+        finally:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for job in self.jobs:
+                if isinstance(job.source, _Connected):
+                    job.source.stop()
+
+    def _step(self, job: Job, now: float, once: bool) -> None:
+        if job.future is not None and job.future.done():
+            self._finish(job, job.future, now)
+        elif job.future is not None and not job.timed_out and now >= job.started + job.interval_s:
+            job.timed_out = True
+            self._count(job, [f"timeout: no result within {job.interval_s:g} s"])
+            if once:
+                job.future = None  # give up on it: the run must end
+        if job.future is None and now >= job.due and not (once and job.scrapes):
+            job.scrapes += 1
+            job.started, job.due, job.timed_out = now, now + job.interval_s, False
+            job.future = self._pool.submit(job.source.collect)
+
+    def _finish(self, job: Job, future: Future[Scrape], now: float) -> None:
+        job.future = None
+        self.metrics.duration.labels(job.label).observe(now - job.started)
+        try:
+            scrape = future.result()
+        except Exception as exc:  # a bug in a source must not end the loop
+            log.exception("%s: scrape raised", job.label)
+            self._count(job, [f"exception: {exc!r}"])
+            return
+        job.samples += len(scrape.batch.samples)
+        job.events += len(scrape.batch.events)
+        if scrape.errors:
+            self._count(job, scrape.errors)
+        elif not job.timed_out:
+            job.succeeded += 1
+        if scrape.batch.samples or scrape.batch.events:
+            self.publisher.submit(scrape.batch)
+
+    def _count(self, job: Job, errors: list[str]) -> None:
+        job.last_errors = errors
+        counts = Counter(map(reason_of, errors))
+        job.errors.update(counts)
+        for reason, n in counts.items():
+            self.metrics.errors.labels(job.label, reason).inc(n)
+        log.warning("%s: %s", job.label, "; ".join(errors))
