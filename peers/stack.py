@@ -56,25 +56,21 @@ class EmbeddedStack:
             kafka = self._add(KafkaBroker(self.run_dir, pick_port("kafka")))
             progress("starting ZooKeeper ...")
             zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
-            config_path = self.run_dir / "kobs.yaml"
-            config_path.write_text(
-                yaml.safe_dump(
-                    {
-                        "clusters": [
-                            {
-                                "name": "demo",
-                                "bootstrap_servers": [kafka.bootstrap],
-                                "zookeeper": zookeeper.connect,
-                            }
-                        ],
-                        "sinks": {"run_dir": str(self.run_dir)},
-                    }
-                )
-            )
-            self.config = load_config(config_path)
             progress(f"starting the simulated cluster (scenario {self.scenario}) ...")
             self.simulation = Runtime(Simulation(load_scenario(self.scenario)), zookeeper=zookeeper.connect)
             self.simulation.start()
+            cluster = {
+                "name": "demo",
+                "bootstrap_servers": [kafka.bootstrap],
+                "zookeeper": zookeeper.connect,
+                "exporters": [{"broker_id": b, "url": e.url} for b, e in self.simulation.brokers.items()],
+                "producers": [{"client_id": c, "url": e.url} for c, e in self.simulation.producers.items()],
+            }
+            config_path = self.run_dir / "kobs.yaml"
+            config_path.write_text(
+                yaml.safe_dump({"clusters": [cluster], "sinks": {"run_dir": str(self.run_dir)}})
+            )
+            self.config = load_config(config_path)
             progress("starting Alertmanager ...")
             routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
             alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
