@@ -14,9 +14,10 @@ from app.capacity import cli as whatif_cli
 from common.config import ConfigError, load_config
 from dashboards import cli as dashboards_cli
 from simulator import cli as simulator_cli
+from spark_jobs import cli as stream_cli
 
 # Modules that register their own subcommand with ``add_parser(commands)``.
-SUBCOMMAND_MODULES = (simulator_cli, whatif_cli, app_cli, dashboards_cli, alerts_cli)
+SUBCOMMAND_MODULES = (simulator_cli, stream_cli, whatif_cli, app_cli, dashboards_cli, alerts_cli)
 
 CONFIG_HELP = (
     "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
@@ -24,7 +25,6 @@ CONFIG_HELP = (
 
 # Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
 PLANNED = {
-    "stream": ("run the Spark Structured Streaming analytics over the metrics topic", 5),
     "bench": ("run the benchmarks and print figures against their named baselines", 5),
 }
 

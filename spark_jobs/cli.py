@@ -1,0 +1,60 @@
+"""``kobs stream``: run the Spark Structured Streaming analytics over the metrics topic."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+from common.config import load_config
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "stream",
+        help="run the Spark Structured Streaming analytics over the metrics topic",
+        description="Read the metrics topic with Spark, derive consumer lag (messages, seconds, Burrow "
+        "status, catch-up ETA, lost messages), serve the derived metrics on sinks.exporter_address, and "
+        "write Parquet history under sinks.history_dir and dead letters under sinks.dead_letter_dir. "
+        "Checkpoints under sinks.checkpoint_dir make a restart resume where it stopped.",
+        epilog="Metric names and labels: docs/metrics.md. Runs until Ctrl-C unless --available-now.",
+    )
+    parser.add_argument(
+        "--config", type=Path, help="YAML configuration file (default: the embedded demo's settings)"
+    )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master URL, e.g. local[*] or spark://host:7077 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--trigger-seconds",
+        type=_positive,
+        help="start a micro-batch every this many seconds (default: as soon as the previous one ends)",
+    )
+    parser.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what is on the topic now, in as many micro-batches as needed, then exit",
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C
+    return run_stream(config, args.master, args.trigger_seconds, args.available_now)

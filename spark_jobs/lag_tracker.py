@@ -1,0 +1,169 @@
+"""Consumer-lag state per partition: bounded windows of offset observations in, lag answers out.
+
+Pure (no Spark): the streaming job (``spark_jobs.lag``) feeds it the offsets collector's samples and the
+rules come from ``spark_jobs.lag_status``. Every observation of a group's committed offset counts as one
+commit, as in Burrow with a polling offsets module: a group that reports the same offset while lag exists
+is STALL, and STOP means its offsets stopped being reported while the partition's end offset still is.
+"Now" is the newest observation time of the cluster, not the wall clock, so a replay gives the same answer.
+
+Status names and codes follow ``docs/metrics.md``: a partition is ERR when its committed offset is below
+the log start offset (messages lost to retention), else its Burrow status; a group is its worst partition.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from alerts.metrics import GROUP_STATUS
+from common import names
+from spark_jobs.lag_status import (
+    catch_up_eta_s,
+    lag_seconds,
+    lost_messages,
+    partition_status,
+    rate_per_s,
+)
+
+INPUT_NAMES = (names.GROUP_COMMITTED_OFFSET, names.PARTITION_END_OFFSET, names.PARTITION_START_OFFSET)
+
+
+class OffsetSample(NamedTuple):
+    """One input sample; ``group`` is None for end and start offsets."""
+
+    name: str
+    cluster: str
+    group: str | None
+    topic: str
+    partition: str
+    t_s: float
+    value: float
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    cluster: str
+    group: str
+    topic: str
+    partition: str
+    at_s: float  # evaluation time: the cluster's newest observation
+    committed: int
+    end_offset: int
+    lag_messages: int
+    lag_seconds: float
+    lost_messages: int
+    status: str  # a key of GROUP_STATUS
+    consume_per_s: float | None  # committed-offset and end-offset rates over the window; None: unknown
+    produce_per_s: float | None
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    cluster: str
+    group: str
+    status: str  # worst partition status
+    catchup_eta_s: float | None  # inf: never; None: unknown
+
+
+@dataclass(frozen=True)
+class LagReport:
+    partitions: tuple[PartitionLag, ...] = ()
+    groups: tuple[GroupLag, ...] = ()
+
+
+class Window:
+    """The last ``size`` observations, oldest first, one per time (a repeated time replaces its value)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.points: list[tuple[float, int]] = []
+
+    def add(self, t_s: float, value: int) -> None:
+        i = bisect_left(self.points, t_s, key=lambda point: point[0])
+        if i < len(self.points) and self.points[i][0] == t_s:
+            self.points[i] = (t_s, value)
+        else:
+            self.points.insert(i, (t_s, value))
+        del self.points[: -self.size]
+
+    @property
+    def last(self) -> int:
+        return self.points[-1][1]
+
+    def at(self, t_s: float) -> int | None:
+        """The value observed last at or before ``t_s``; None if the window starts after it."""
+        i = bisect_right(self.points, t_s, key=lambda point: point[0])
+        return self.points[i - 1][1] if i else None
+
+
+class LagTracker:
+    """Windows of the last ``window`` committed, end and start offsets of every partition (and group)."""
+
+    def __init__(self, window: int = 10):
+        self.window = window
+        self._commits: dict[tuple[str, str, str, str], Window] = {}  # (cluster, group, topic, partition)
+        self._ends: dict[tuple[str, str, str], Window] = {}  # (cluster, topic, partition)
+        self._starts: dict[tuple[str, str, str], Window] = {}
+        self._now: dict[str, float] = {}
+
+    def observe(self, sample: OffsetSample) -> None:
+        """Take one sample whose name is one of ``INPUT_NAMES``."""
+        topic_partition = (sample.cluster, sample.topic, sample.partition)
+        if sample.name == names.GROUP_COMMITTED_OFFSET:
+            windows, key = self._commits, (sample.cluster, sample.group, sample.topic, sample.partition)
+        elif sample.name == names.PARTITION_END_OFFSET:
+            windows, key = self._ends, topic_partition
+        else:
+            windows, key = self._starts, topic_partition
+        windows.setdefault(key, Window(self.window)).add(sample.t_s, int(sample.value))
+        self._now[sample.cluster] = max(sample.t_s, self._now.get(sample.cluster, sample.t_s))
+
+    def evaluate(self) -> LagReport:
+        """Lag of every group partition whose end offset has been seen, and the status of every group."""
+        partitions = tuple(
+            self._partition(key, commits, self._ends[key[0], key[2], key[3]])
+            for key, commits in sorted(self._commits.items())
+            if (key[0], key[2], key[3]) in self._ends
+        )
+        return LagReport(partitions, _groups(partitions))
+
+    def _partition(self, key: tuple[str, str, str, str], commits: Window, ends: Window) -> PartitionLag:
+        cluster, group, topic, partition = key
+        now_s = self._now[cluster]
+        committed, end = commits.last, ends.last
+        lag = max(0, end - committed)
+        history = [(offset, round(t_s * 1000), _lag_at(ends, t_s, offset)) for t_s, offset in commits.points]
+        starts = self._starts.get((cluster, topic, partition))
+        lost = lost_messages(committed, starts.last) if starts else 0
+        status = "ERR" if lost else partition_status(history, [e for _, e in ends.points], lag, now_s)
+        return PartitionLag(
+            cluster, group, topic, partition, now_s, committed, end, lag,
+            lag_seconds(committed, ends.points, now_s), lost, status,
+            rate_per_s(commits.points), rate_per_s(ends.points),
+        )  # fmt: skip
+
+
+def _lag_at(ends: Window, t_s: float, committed: int) -> int | None:
+    """Lag of a commit against the end offset seen at its time; None when no end offset was seen yet."""
+    end = ends.at(t_s)
+    return None if end is None else max(0, end - committed)
+
+
+def _groups(partitions: tuple[PartitionLag, ...]) -> tuple[GroupLag, ...]:
+    members: dict[tuple[str, str], list[PartitionLag]] = defaultdict(list)
+    for p in partitions:
+        members[p.cluster, p.group].append(p)
+    groups = []
+    for (cluster, group), parts in sorted(members.items()):
+        status = max((p.status for p in parts), key=GROUP_STATUS.__getitem__)
+        consume = [p.consume_per_s for p in parts]
+        produce = [p.produce_per_s for p in parts]
+        eta = catch_up_eta_s(
+            sum(p.lag_messages for p in parts),
+            None if None in consume else sum(consume),
+            None if None in produce else sum(produce),
+        )
+        groups.append(GroupLag(cluster, group, status, eta))
+    return tuple(groups)

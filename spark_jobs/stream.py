@@ -1,0 +1,104 @@
+"""The streaming query behind ``kobs stream``: metrics topic → dead letters and the analyses → sinks.
+
+One query reads the metrics topic with the ``kobs-kafka`` source; its ``foreachBatch`` persists the batch
+(read once from Kafka, used by every sink), writes the dead letters, then hands the samples to each
+analysis. The derived metrics are served from a dedicated ``CollectorRegistry`` on the configured
+exporter address.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.registry import Collector
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from common.config import Config
+from common.kafka_clients import client_settings
+from spark_jobs.dead_letters import samples, write_dead_letters
+from spark_jobs.kafka_source import KafkaSource
+from spark_jobs.lag import LagCollector, LagJob
+
+QUERY = "stream"
+
+
+def spark_session(master: str) -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master(master)
+        .appName("kobs-stream")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+
+
+def start_query(
+    spark: SparkSession, config: Config, lag: LagJob, trigger_s: float | None = None, available_now=False
+) -> StreamingQuery:
+    """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back)."""
+    spark.dataSource.register(KafkaSource)
+    settings = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
+    reader = spark.readStream.format("kobs-kafka").option("topic", config.metrics_topic.name)
+    for key, value in settings.items():
+        reader = reader.option(key if key == "bootstrap.servers" else f"kafka.{key}", str(value))
+    writer = (
+        reader.load()
+        .writeStream.queryName(QUERY)
+        .foreachBatch(_handler(config, lag))
+        .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif trigger_s:
+        writer = writer.trigger(processingTime=f"{trigger_s} seconds")
+    return writer.start()
+
+
+def _handler(config: Config, lag: LagJob) -> Callable[[DataFrame, int], None]:
+    def handle(rows: DataFrame, batch_id: int) -> None:
+        rows.persist()
+        try:
+            write_dead_letters(rows, batch_id, config.sinks.dead_letter_dir)
+            lag.process(samples(rows), batch_id)
+        finally:
+            rows.unpersist()
+
+    return handle
+
+
+@contextmanager
+def exporter(address: str, *collectors: Collector) -> Iterator[None]:
+    """Serve ``collectors`` on ``host:port`` (their own registry, not the process-wide one) until exit."""
+    host, port = address.rsplit(":", 1)
+    registry = CollectorRegistry()
+    for collector in collectors:
+        registry.register(collector)
+    server, thread = start_http_server(int(port), host, registry)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def run_stream(config: Config, master: str, trigger_s: float | None, available_now: bool) -> int:
+    """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way."""
+    lag = LagJob(config.sinks.history_dir)
+    spark = spark_session(master)
+    try:
+        with exporter(config.sinks.exporter_address, LagCollector(lag)):
+            print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
+            query = start_query(spark, config, lag, trigger_s, available_now)
+            try:
+                query.awaitTermination()
+            finally:
+                query.stop()
+    finally:
+        spark.stop()
+    return 0

@@ -1,0 +1,101 @@
+"""The consumer-lag tracker against hand-computed answers (Burrow's rules, docs/metrics.md's codes)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
+from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample
+
+
+def feed(tracker: LagTracker, ends=(), commits=(), starts=(), group="g", partition="0") -> None:
+    """``ends``/``starts``: (t_s, offset) of topic t; ``commits``: (t_s, offset) of ``group`` on it."""
+    for name, points, who in (
+        (PARTITION_END_OFFSET, ends, None),
+        (PARTITION_START_OFFSET, starts, None),
+        (GROUP_COMMITTED_OFFSET, commits, group),
+    ):
+        for t_s, offset in points:
+            tracker.observe(OffsetSample(name, "c", who, "t", partition, t_s, offset))
+
+
+GROWING = {"ends": [(10, 100), (20, 200), (30, 300)], "commits": [(10, 50), (20, 120), (30, 190)]}
+
+
+def test_growing_lag_over_three_commits_is_warn():
+    tracker = LagTracker()
+    feed(tracker, **GROWING)
+    [p] = tracker.evaluate().partitions
+    # Lags at the commits: 100-50=50, 200-120=80, 300-190=110: never decreasing, offsets moving → WARN.
+    assert (p.committed, p.end_offset, p.lag_messages, p.lost_messages) == (190, 300, 110, 0)
+    assert p.status == "WARN"
+    # Offset 191 was written when the end offset passed it: between (10, 100) and (20, 200), at
+    # 10 + (191-100)/100*10 = 19.1 s; now is 30 s → 10.9 s old.
+    assert p.lag_seconds == pytest.approx(10.9)
+    # Consumed (190-50)/20 = 7/s against produced (300-100)/20 = 10/s: never catches up.
+    assert (p.consume_per_s, p.produce_per_s) == (7, 10)
+    assert tracker.evaluate().groups == (GroupLag("c", "g", "WARN", math.inf),)
+
+
+def test_replayed_samples_change_nothing():
+    once, twice = LagTracker(), LagTracker()
+    feed(once, **GROWING)
+    feed(twice, **GROWING)
+    feed(twice, **GROWING)
+    assert twice.evaluate() == once.evaluate()
+
+
+def test_caught_up_is_ok_with_zero_lag_and_eta():
+    tracker = LagTracker()
+    feed(tracker, ends=[(10, 100), (20, 200)], commits=[(10, 60), (20, 200)])
+    report = tracker.evaluate()
+    [p] = report.partitions
+    assert (p.lag_messages, p.lag_seconds, p.status) == (0, 0.0, "OK")
+    assert report.groups == (GroupLag("c", "g", "OK", 0.0),)
+
+
+def test_committed_below_log_start_lost_messages_and_is_err():
+    tracker = LagTracker()
+    feed(tracker, **GROWING, starts=[(30, 500)])
+    report = tracker.evaluate()
+    [p] = report.partitions
+    assert (p.lost_messages, p.status) == (500 - 190, "ERR")
+    assert report.groups[0].status == "ERR"
+
+
+def test_same_offset_with_lag_is_stall_and_the_group_takes_its_worst_partition():
+    tracker = LagTracker()
+    feed(tracker, **GROWING, partition="0")
+    feed(tracker, ends=GROWING["ends"], commits=[(10, 50), (20, 50), (30, 50)], partition="1")
+    report = tracker.evaluate()
+    assert [(p.partition, p.status) for p in report.partitions] == [("0", "WARN"), ("1", "STALL")]
+    # Codes from docs/metrics.md: WARN 1 < STALL 3.
+    assert report.groups[0].status == "STALL"
+
+
+def test_offsets_no_longer_reported_while_the_end_moves_is_stop():
+    tracker = LagTracker()
+    feed(tracker, ends=[(10, 100), (20, 200), (100, 900)], commits=[(10, 50), (20, 60)])
+    [p] = tracker.evaluate().partitions
+    # Now 100 s: 80 s since the last commit > the 10 s the commits span; 60 never reached an end offset.
+    assert (p.lag_messages, p.status) == (840, "STOP")
+
+
+def test_only_the_last_window_of_commits_counts():
+    tracker = LagTracker(window=3)
+    feed(
+        tracker,
+        ends=[(10, 200), (20, 250), (30, 360), (40, 470), (50, 580)],
+        commits=[(10, 100), (20, 200), (30, 300), (40, 400), (50, 500)],
+    )
+    # Lags 100, 50, 60, 70, 80: the decrease 100 → 50 makes all five OK; the last three (60, 70, 80) WARN.
+    [p] = tracker.evaluate().partitions
+    assert (p.lag_messages, p.status) == (80, "WARN")
+
+
+def test_a_group_on_a_partition_without_end_offsets_is_not_reported_yet():
+    tracker = LagTracker()
+    feed(tracker, commits=[(10, 5)])
+    assert tracker.evaluate().partitions == ()
