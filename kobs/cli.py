@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("kazoo.client").setLevel(logging.WARNING)  # connection chatter, not news
+    for chatty in ("kazoo.client", "py4j"):  # connection chatter, not news
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return args.run(args)
     except ConfigError as exc:
