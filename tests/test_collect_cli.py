@@ -8,13 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
+from exposition import scrape
 
 from common import names
 from common.contract import decode
@@ -152,21 +151,11 @@ def test_every_source_failing_exits_1_with_the_reason(tmp_path):
         assert "FAILED" in line and "list_topics x1" in line
 
 
-def _self_metrics(url: str) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def _wait_for_metrics(url: str, process: subprocess.Popen, timeout_s: float = 20) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            return _self_metrics(url)
+            return scrape(url)
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"self-metrics never served (exit code {process.poll()})")
@@ -199,7 +188,7 @@ def test_long_running_mode_serves_growing_self_metrics_and_stops_on_sigterm(
             later[scrapes] <= first[scrapes] or later[sent] <= first[sent]
         ) and time.monotonic() < deadline:
             time.sleep(0.5)
-            later = _self_metrics(url)
+            later = scrape(url)
         assert later[scrapes] > first[scrapes] and later[sent] > first[sent]
         assert later[zk_scrapes] >= 1
         errors = [labels for name, labels in later if name == "kobs_collector_scrape_errors_total"]

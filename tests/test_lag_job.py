@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import Producer
-from prometheus_client.parser import text_string_to_metric_families
+from exposition import scrape
 
 from common.config import Config
 from common.contract import Batch, Sample, encode
@@ -40,16 +39,6 @@ def produce(bootstrap: str, topic: str, batches: list[Batch]) -> None:
     assert producer.flush(10) == 0
 
 
-def scrape(address: str) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     produce(kafka_broker.bootstrap, topic, [offsets_batch(*scrape_) for scrape_ in SCRAPES])
@@ -65,7 +54,7 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
         query = start_query(spark, config, lag, available_now=True)
         query.awaitTermination(120)
         assert query.exception() is None
-        metrics = scrape(config.sinks.exporter_address)
+        metrics = scrape(f"http://{config.sinks.exporter_address}/metrics")
 
     partition = (("cluster", "prod"), ("group", "billing"), ("partition", "0"), ("topic", "orders"))
     group = (("cluster", "prod"), ("group", "billing"))

@@ -7,23 +7,13 @@ import urllib.error
 import urllib.request
 
 import pytest
+from exposition import scrape
 from kazoo.client import KazooClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
 
 MiB = 1024 * 1024
-
-
-def scrape(url: str) -> dict[tuple[str, tuple], float]:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def value(url: str, name: str, **labels: str) -> float:
