@@ -88,22 +88,33 @@ class Job:
         return f"{self.cluster}/{self.source.name}"
 
 
+# A source gives up at this fraction of its interval, so its own error (with the real reason) arrives
+# before the scheduler's guard counts the scrape as a bare timeout.
+SOURCE_TIMEOUT_FRACTION = 0.8
+
+
 def build_jobs(config: Config) -> tuple[list[Job], list[str]]:
     """The jobs for every configured source, and the labels of the sources skipped as unavailable."""
     intervals = config.intervals
+
+    def own(interval_s: float) -> float:
+        return SOURCE_TIMEOUT_FRACTION * interval_s
+
     jobs: list[Job] = []
     skipped: list[str] = []
     for cluster in config.clusters:
         admin = admin_client(cluster)  # shared by the cluster's Admin API sources
         jobs.append(
-            Job(cluster.name, OffsetsSource(cluster, intervals.offsets_s, admin), intervals.offsets_s)
+            Job(cluster.name, OffsetsSource(cluster, own(intervals.offsets_s), admin), intervals.offsets_s)
         )
         jobs.append(
-            Job(cluster.name, MetadataSource(cluster, intervals.metadata_s, admin), intervals.metadata_s)
+            Job(cluster.name, MetadataSource(cluster, own(intervals.metadata_s), admin), intervals.metadata_s)
         )
         for exporter in cluster.exporters:
             name, labels = f"exporter/broker-{exporter.broker_id}", {"broker": str(exporter.broker_id)}
-            source = ExpositionSource(cluster.name, name, exporter.url, labels, timeout_s=intervals.metrics_s)
+            source = ExpositionSource(
+                cluster.name, name, exporter.url, labels, timeout_s=own(intervals.metrics_s)
+            )
             jobs.append(Job(cluster.name, source, intervals.metrics_s))
         if cluster.zookeeper:
             source = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
@@ -115,7 +126,7 @@ def build_jobs(config: Config) -> tuple[list[Job], list[str]]:
                 continue
             labels = {"client_id": producer.client_id}
             source = ExpositionSource(
-                cluster.name, name, producer.url, labels, timeout_s=intervals.producers_s
+                cluster.name, name, producer.url, labels, timeout_s=own(intervals.producers_s)
             )
             jobs.append(Job(cluster.name, source, intervals.producers_s))
         skipped += [f"{cluster.name}/jmx/broker-{j.broker_id}" for j in cluster.jmx]
