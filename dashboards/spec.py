@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from alerts.metrics import GROUP_STATUS
+from common.metrics import GROUP_STATUS
 
 
 @dataclass(frozen=True)

@@ -5,28 +5,23 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from alerts import cli as alerts_cli
 from app import serve as app_cli
 from app.capacity import cli as whatif_cli
+from bench import cli as bench_cli
 from common.config import ConfigError, load_config
 from dashboards import cli as dashboards_cli
 from simulator import cli as simulator_cli
 from spark_jobs import cli as stream_cli
 
 # Modules that register their own subcommand with ``add_parser(commands)``.
-SUBCOMMAND_MODULES = (simulator_cli, stream_cli, whatif_cli, app_cli, dashboards_cli, alerts_cli)
+SUBCOMMAND_MODULES = (simulator_cli, stream_cli, whatif_cli, app_cli, dashboards_cli, alerts_cli, bench_cli)
 
 CONFIG_HELP = (
     "YAML configuration file (default: the embedded demo's settings; see docs/reference-config.yaml)"
 )
-
-# Parts that other issues deliver: subcommand -> (one-line help, issue that delivers it).
-PLANNED = {
-    "bench": ("run the benchmarks and print figures against their named baselines", 5),
-}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     collect.set_defaults(run=_collect)
     for module in SUBCOMMAND_MODULES:
         module.add_parser(commands)
-    for name, (help_text, issue) in PLANNED.items():
-        sub = commands.add_parser(name, help=f"{help_text} (not yet available)", description=help_text)
-        sub.add_argument("--config", type=Path, help=CONFIG_HELP)
-        sub.set_defaults(run=_not_yet(name, issue))
     return parser
 
 
@@ -96,16 +87,6 @@ def _collect(args: argparse.Namespace) -> int:
     from collectors.cli import run_collect
 
     return run_collect(load_config(args.config), once=args.once)
-
-
-def _not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        if args.config is not None:
-            load_config(args.config)
-        print(f"kobs {name}: not yet available (issue #{issue})", file=sys.stderr)
-        return 3
-
-    return run
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ row per partition (end and start offsets) and per group partition (committed off
 offsets collector: thousands of small rows per batch for large clusters, fine to collect. The tracker
 lives in the driver's memory: after a restart its windows refill from the batches that follow.
 
-Sinks: a Prometheus collector (names, labels and help from ``alerts.metrics``, the code twin of
+Sinks: a Prometheus collector (names, labels and help from ``common.metrics``, the code twin of
 ``docs/metrics.md``) and Parquet history under ``<history_dir>/lag/batch_id=<id>/``, overwritten per batch
 id so a batch replayed after a crash leaves its rows once.
 """
@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from alerts.metrics import DERIVED_METRICS, GROUP_STATUS
+from common.metrics import DERIVED_METRICS, GROUP_STATUS
 from spark_jobs.lag_tracker import INPUT_NAMES, GroupLag, LagReport, LagTracker, OffsetSample, PartitionLag
 
 HISTORY_COLUMNS = (

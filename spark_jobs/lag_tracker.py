@@ -17,8 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from alerts.metrics import GROUP_STATUS
 from common import names
+from common.metrics import GROUP_STATUS
 from spark_jobs.lag_status import (
     catch_up_eta_s,
     lag_seconds,

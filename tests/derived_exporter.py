@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from alerts.metrics import ALL_METRICS
+from common.metrics import ALL_METRICS
 from peers.process import HOST, free_port
 
 LABEL_VALUES = {

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from alerts import check
-from alerts.metrics import ALL_METRICS, DERIVED_METRICS
+from common.metrics import ALL_METRICS, DERIVED_METRICS
 from kobs.cli import main
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

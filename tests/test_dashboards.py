@@ -12,7 +12,7 @@ import yaml
 from derived_exporter import DerivedExporter
 
 import dashboards
-from alerts.metrics import ALL_METRICS
+from common.metrics import ALL_METRICS
 from dashboards.spec import DASHBOARDS, VARIABLE_SOURCES
 from kobs.cli import main
 from peers.prometheus import Prometheus

@@ -1,0 +1,39 @@
+"""``kobs bench <name>``: the benchmarks. Each prints its figures, its named baseline and the machine.
+
+A benchmark is a module with ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``;
+register it in ``BENCHMARKS``. Modules load only when their benchmark runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from bench.machine import describe
+
+# name -> module
+BENCHMARKS: dict[str, str] = {}
+
+
+def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "bench",
+        help="run a benchmark and print its figures against a named baseline",
+        description="Run a benchmark. Each prints its figures, the baseline it compares against in the "
+        "same run, and the machine it ran on. Benchmarks are never part of the test suite.",
+    )
+    benchmarks = parser.add_subparsers(title="benchmarks", metavar="<benchmark>", required=True)
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        sub = benchmarks.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+        sub.set_defaults(run=_runner(module))
+    return parser
+
+
+def _runner(module):
+    def run(args: argparse.Namespace) -> int:
+        print(describe(), flush=True)
+        return module.run(args)
+
+    return run
