@@ -1,4 +1,4 @@
-"""Splitting the Kafka source's rows: samples for the jobs, dead letters kept aside with their reason."""
+"""The Kafka source's dead letters (records that failed the contract), kept aside with their reason."""
 
 from __future__ import annotations
 
@@ -6,11 +6,6 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
-
-def samples(rows: DataFrame) -> DataFrame:
-    """The rows that carry a sample (their record passed the contract)."""
-    return rows.where(F.col("dead_letter").isNull()).drop("dead_letter", "raw")
 
 
 def dead_letters(rows: DataFrame) -> DataFrame:

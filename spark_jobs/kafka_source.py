@@ -2,7 +2,7 @@
 
 Spark's own Kafka connector is a jar that cannot be fetched here, so this reads the metrics topic with
 librdkafka and hands Spark typed Arrow batches (``spark_jobs.records``): one row per sample, one per
-dead letter. Usage::
+event, one per dead letter. Usage::
 
     spark.dataSource.register(KafkaSource)
     df = (spark.readStream.format("kobs-kafka").option("bootstrap.servers", "host:9092")
@@ -60,6 +60,7 @@ SCHEMA = StructType(
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
+        StructField("event", StringType()),  # an event's fields as JSON, its type in ``name``
         StructField("dead_letter", StringType()),  # reason the record failed the contract; null for samples
         StructField("raw", BinaryType()),  # the failed record's value; null for samples
     ]

@@ -1,6 +1,6 @@
 """Consumer-lag state per partition: bounded windows of offset observations in, lag answers out.
 
-Pure (no Spark): the streaming job (``spark_jobs.lag``) feeds it the offsets collector's samples and the
+Pure (no Spark): the lag analysis (``spark_jobs.lag``) feeds it the offsets collector's samples and the
 rules come from ``spark_jobs.lag_status``. Every observation of a group's committed offset counts as one
 commit, as in Burrow with a polling offsets module: a group that reports the same offset while lag exists
 is STALL, and STOP means its offsets stopped being reported while the partition's end offset still is.

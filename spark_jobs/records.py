@@ -1,12 +1,15 @@
-"""Metrics-topic records → one Arrow RecordBatch of typed rows: one row per sample, one per dead letter.
+"""Metrics-topic records → one Arrow RecordBatch: a row per sample, per event and per dead letter.
 
 Pure (no Kafka, no Spark): the Kafka source hands over ``(value, partition, offset)`` triples and the Arrow
-schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). A record that fails the contract becomes one row
-with ``dead_letter`` set to the reason and ``raw`` to its bytes; its sample columns are null.
+schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). An event's row has its type as ``name``, its own
+time as ``ts``, its other fields as JSON in ``event``, and null ``labels`` and ``value``. A record that
+fails the contract becomes one row with ``dead_letter`` set to the reason and ``raw`` to its bytes; its
+sample columns are null.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import pyarrow as pa
@@ -23,20 +26,22 @@ def to_record_batch(records: Iterable[Record], topic: str, schema: pa.Schema) ->
     for value, partition, offset in records:
         batch = decode_or_dead_letter(value, topic=topic, partition=partition, offset=offset)
         if isinstance(batch, DeadLetter):
-            for name in SAMPLE_COLUMNS:
+            for name in (*SAMPLE_COLUMNS, "event"):
                 columns[name].append(None)
             columns["dead_letter"].append(batch.reason)
             columns["raw"].append(value)
             n = 1
         else:
-            samples = batch.samples
-            n = len(samples)
+            samples, events = batch.samples, batch.events
+            n = len(samples) + len(events)
             columns["cluster"] += [batch.cluster] * n
             columns["source"] += [batch.source] * n
-            columns["ts"] += [batch.ts_ms * 1000] * n  # microseconds, Spark's timestamp unit
-            columns["name"] += [s.name for s in samples]
-            columns["labels"] += [list(s.labels.items()) for s in samples]
-            columns["value"] += [s.value for s in samples]
+            # microseconds, Spark's timestamp unit
+            columns["ts"] += [batch.ts_ms * 1000] * len(samples) + [e.ts_ms * 1000 for e in events]
+            columns["name"] += [s.name for s in samples] + [e.type for e in events]
+            columns["labels"] += [list(s.labels.items()) for s in samples] + [None] * len(events)
+            columns["value"] += [s.value for s in samples] + [None] * len(events)
+            columns["event"] += [None] * len(samples) + [json.dumps(e.fields) for e in events]
             columns["dead_letter"] += [None] * n
             columns["raw"] += [None] * n
         columns["topic"] += [topic] * n

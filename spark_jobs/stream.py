@@ -1,9 +1,9 @@
 """The streaming query behind ``kobs stream``: metrics topic → dead letters and the analyses → sinks.
 
 One query reads the metrics topic with the ``kobs-kafka`` source; its ``foreachBatch`` persists the batch
-(read once from Kafka, used by every sink), writes the dead letters, then hands the samples to each
-analysis. The derived metrics are served from a dedicated ``CollectorRegistry`` on the configured
-exporter address.
+(read once from Kafka, used by every sink), writes the dead letters, then hands the samples and events to
+the analyses (``spark_jobs.pipeline``). The derived metrics are served from a dedicated
+``CollectorRegistry`` on the configured exporter address.
 """
 
 from __future__ import annotations
@@ -20,11 +20,25 @@ from pyspark.sql.streaming import StreamingQuery
 
 from common.config import Config
 from common.kafka_clients import client_settings
-from spark_jobs.dead_letters import samples, write_dead_letters
+from spark_jobs.analysis import Analysis
+from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import KafkaSource
-from spark_jobs.lag import LagCollector, LagJob
+from spark_jobs.lag import LagAnalysis
+from spark_jobs.pipeline import DerivedCollector, Pipeline
 
 QUERY = "stream"
+
+
+def analyses(config: Config) -> list[Analysis]:
+    """Every analysis the query runs, fresh."""
+    return [LagAnalysis()]
+
+
+def pipeline(config: Config) -> Pipeline:
+    """The analyses with their history under ``sinks.history_dir`` and state under the query's checkpoint."""
+    return Pipeline(
+        lambda: analyses(config), config.sinks.history_dir, config.sinks.checkpoint_dir / QUERY / "analyses"
+    )
 
 
 def spark_session(master: str) -> SparkSession:
@@ -38,7 +52,7 @@ def spark_session(master: str) -> SparkSession:
 
 
 def start_query(
-    spark: SparkSession, config: Config, lag: LagJob, trigger_s: float | None = None, available_now=False
+    spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None = None, available_now=False
 ) -> StreamingQuery:
     """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back)."""
     spark.dataSource.register(KafkaSource)
@@ -49,7 +63,7 @@ def start_query(
     writer = (
         reader.load()
         .writeStream.queryName(QUERY)
-        .foreachBatch(_handler(config, lag))
+        .foreachBatch(_handler(config, jobs))
         .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))
     )
     if available_now:
@@ -59,12 +73,12 @@ def start_query(
     return writer.start()
 
 
-def _handler(config: Config, lag: LagJob) -> Callable[[DataFrame, int], None]:
+def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]:
     def handle(rows: DataFrame, batch_id: int) -> None:
         rows.persist()
         try:
             write_dead_letters(rows, batch_id, config.sinks.dead_letter_dir)
-            lag.process(samples(rows), batch_id)
+            jobs.process(rows, batch_id)
         finally:
             rows.unpersist()
 
@@ -89,12 +103,12 @@ def exporter(address: str, *collectors: Collector) -> Iterator[None]:
 
 def run_stream(config: Config, master: str, trigger_s: float | None, available_now: bool) -> int:
     """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way."""
-    lag = LagJob(config.sinks.history_dir)
+    jobs = pipeline(config)
     spark = spark_session(master)
     try:
-        with exporter(config.sinks.exporter_address, LagCollector(lag)):
+        with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
             print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
-            query = start_query(spark, config, lag, trigger_s, available_now)
+            query = start_query(spark, config, jobs, trigger_s, available_now)
             try:
                 query.awaitTermination()
             finally:

@@ -12,8 +12,8 @@ from common.config import Config
 from common.contract import Batch, Sample, encode
 from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
 from peers.process import free_port
-from spark_jobs.lag import LagCollector, LagJob
-from spark_jobs.stream import exporter, start_query
+from spark_jobs.pipeline import DerivedCollector
+from spark_jobs.stream import exporter, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -49,9 +49,9 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
         }
     )
-    lag = LagJob(config.sinks.history_dir)
-    with exporter(config.sinks.exporter_address, LagCollector(lag)):
-        query = start_query(spark, config, lag, available_now=True)
+    jobs = pipeline(config)
+    with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
+        query = start_query(spark, config, jobs, available_now=True)
         query.awaitTermination(120)
         assert query.exception() is None
         metrics = scrape(f"http://{config.sinks.exporter_address}/metrics")

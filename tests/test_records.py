@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from common.contract import Batch, Sample, encode
+from common.contract import Batch, Event, Sample, encode
 from spark_jobs.kafka_source import SCHEMA
 from spark_jobs.records import to_record_batch
 
@@ -41,3 +42,21 @@ def test_one_row_per_sample_and_one_per_dead_letter():
     assert dead["dead_letter"].startswith("not UTF-8 JSON")
     assert dead["raw"] == b"{oops"
     assert dead["name"] is None and dead["value"] is None
+
+
+def test_events_become_rows_named_by_their_type_with_their_own_time_and_fields():
+    shrink = Event(
+        "isr_change",
+        1732270005000,
+        {"topic": "orders", "partition": 2, "old_isr": [1, 2, 3], "new_isr": [1, 3], "leader": 1,
+         "leader_epoch": 4, "change": "shrink"},
+    )  # fmt: skip
+    record = encode(
+        Batch("prod", "zookeeper/isr", 1732270000000, (Sample("kafka_broker_leaders", {}, 1),), (shrink,))
+    )
+    sample, event = to_record_batch([(record, 0, 7)], "kobs.metrics", ARROW).to_pylist()
+    assert sample["event"] is None and sample["name"] == "kafka_broker_leaders"
+    assert (event["name"], event["labels"], event["value"]) == ("isr_change", None, None)
+    assert event["ts"] == datetime(2024, 11, 22, 10, 6, 45, tzinfo=UTC)  # the event's time, not the batch's
+    assert json.loads(event["event"])["new_isr"] == [1, 3]
+    assert event["dead_letter"] is None and event["offset"] == 7

@@ -1,0 +1,58 @@
+"""What every analysis is: a pure tracker the pipeline feeds observations and asks for an evaluation.
+
+No Spark here (pyarrow only names the history columns). ``spark_jobs.pipeline`` collects each
+micro-batch's rows whose ``name`` is in an analysis's ``inputs`` and hands them over as
+:class:`Observation`; the analysis keeps whatever bounded state it needs and returns an
+:class:`Evaluation`: rows for its Parquet history table and the derived metric values the exporter serves
+(names, labels and help in ``common.metrics``). An analysis must be picklable: the pipeline snapshots every
+analysis after each batch so a restarted query resumes with exactly the same state.
+
+"Now" for an analysis is the newest observation time it has seen, never the wall clock, so replaying the
+same batches gives the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+import pyarrow as pa
+
+
+class Observation(NamedTuple):
+    """One sample (``value`` set) or one event (``event`` set, ``name`` its type) from the metrics topic."""
+
+    name: str
+    cluster: str
+    source: str
+    labels: dict[str, str]  # empty for events
+    t_s: float  # the batch's scrape time for samples, the event's own time for events (Unix seconds)
+    value: float | None
+    event: dict[str, Any] | None
+
+
+class Derived(NamedTuple):
+    """One value of a derived metric: ``labels`` in the order ``common.metrics`` lists them."""
+
+    name: str
+    labels: tuple[str, ...]
+    value: float
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """An analysis's answer after a batch: history rows (column -> value) and derived metric values."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[Derived] = field(default_factory=list)
+
+
+class Analysis(Protocol):
+    table: str  # Parquet history table under ``sinks.history_dir``
+    history_schema: pa.Schema  # the columns of ``Evaluation.history`` rows
+    inputs: frozenset[str]  # sample names and event types it reads
+
+    def observe(self, observations: Iterable[Observation]) -> None: ...
+
+    def evaluate(self) -> Evaluation: ...

@@ -1,0 +1,27 @@
+"""State snapshots per micro-batch id: what a restarted query resumes from."""
+
+from __future__ import annotations
+
+from spark_jobs.snapshots import Snapshots
+
+
+def test_before_returns_the_newest_snapshot_older_than_the_batch(tmp_path):
+    snapshots = Snapshots(tmp_path)
+    for batch_id in range(3):
+        snapshots.save(batch_id, {"after": batch_id})
+    # Batch 2 replayed after a crash that came after its snapshot: resume from the state after batch 1.
+    assert snapshots.before(2) == (1, {"after": 1})
+    assert snapshots.before(3) == (2, {"after": 2})
+    assert snapshots.before(0) is None
+
+
+def test_only_the_last_two_are_kept_and_nothing_half_written_remains(tmp_path):
+    snapshots = Snapshots(tmp_path)
+    for batch_id in range(5):
+        snapshots.save(batch_id, list(range(batch_id)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["batch-3.pickle", "batch-4.pickle"]
+    assert snapshots.before(2) is None  # older snapshots are gone: the caller starts empty and says so
+
+
+def test_a_missing_directory_means_no_snapshot(tmp_path):
+    assert Snapshots(tmp_path / "never-written").before(7) is None
