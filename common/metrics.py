@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Consumer-group status codes (``kobs_consumergroup_status``), ordered by severity so max() is the worst.
-GROUP_STATUS = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4, "ERR": 5}
+# Consumer-group status codes: Burrow's StatusConstant minus one (its NOTFOUND has no series), so they keep
+# Burrow's severity order and max() is the worst. Partitions are OK, WARN, STOP, STALL or REWIND
+# (``kobs_consumergroup_partition_status``); a group is OK, WARN or ERR (``kobs_consumergroup_status``),
+# ERR when any partition is STOP, STALL or REWIND, as Burrow caps a group's status at ERR.
+GROUP_STATUS = {"OK": 0, "WARN": 1, "ERR": 2, "STOP": 3, "STALL": 4, "REWIND": 5}
 
 
 @dataclass(frozen=True)
@@ -43,13 +46,19 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "kobs_consumergroup_partition_status",
         "gauge",
         "cluster group topic partition",
-        "Burrow status of one partition of the group, as a code of GROUP_STATUS.",
+        "Burrow status of one partition of the group: 0 OK, 1 WARN, 3 STOP, 4 STALL, 5 REWIND.",
+    ),
+    _m(
+        "kobs_consumergroup_lost_messages",
+        "gauge",
+        "cluster group topic partition",
+        "Messages the group lost to retention: log start minus committed offset when below it, else 0.",
     ),
     _m(
         "kobs_consumergroup_status",
         "gauge",
         "cluster group",
-        "Worst partition status of the group (code of GROUP_STATUS; ERR: committed offset below log start).",
+        "Burrow status of the group: 0 OK, 1 WARN, 2 ERR (a partition is STOP, STALL or REWIND).",
     ),
     _m(
         "kobs_consumergroup_critical",

@@ -177,9 +177,14 @@ CONSUMER_LAG = DashboardSpec(
                     legend="{{group}} {{topic}}",
                 ),
                 Panel(
-                    "Partition status (0 OK, 1 WARN, 2 REWIND, 3 STALL, 4 STOP, 5 ERR)",
+                    "Partition status (0 OK, 1 WARN, 3 STOP, 4 STALL, 5 REWIND)",
                     by("cluster, group, topic, partition", "max", "kobs_consumergroup_partition_status", *CG),
                     legend="{{group}} {{topic}}-{{partition}}",
+                ),
+                Panel(
+                    "Messages lost to retention",
+                    by("cluster, group, topic", "sum", "kobs_consumergroup_lost_messages", *CG),
+                    legend="{{group}} {{topic}}",
                 ),
             ),
         ),

@@ -37,6 +37,7 @@ PARTITION_GAUGES: dict[str, Callable[[PartitionLag], float]] = {
     "kobs_consumergroup_lag_messages": lambda p: p.lag_messages,
     "kobs_consumergroup_lag_seconds": lambda p: p.lag_seconds,
     "kobs_consumergroup_partition_status": lambda p: GROUP_STATUS[p.status],
+    "kobs_consumergroup_lost_messages": lambda p: p.lost_messages,
 }
 GROUP_GAUGES: dict[str, Callable[[GroupLag], float | None]] = {
     "kobs_consumergroup_status": lambda g: GROUP_STATUS[g.status],

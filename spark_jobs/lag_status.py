@@ -22,7 +22,6 @@ from itertools import pairwise
 # (OK < WARN < STOP < STALL < REWIND); a group reports OK, WARN or ERR, where ERR stands for any
 # partition in STOP, STALL or REWIND (Burrow caps the group status at ERR the same way).
 PARTITION_STATUSES = ("OK", "WARN", "STOP", "STALL", "REWIND")
-GROUP_STATUSES = ("OK", "WARN", "ERR")
 ERROR_STATUSES = frozenset({"STOP", "STALL", "REWIND"})
 
 Commit = tuple[int, int, int | None]  # (committed offset, commit time in epoch ms, lag at commit or None)

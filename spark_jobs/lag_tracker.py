@@ -6,8 +6,9 @@ commit, as in Burrow with a polling offsets module: a group that reports the sam
 is STALL, and STOP means its offsets stopped being reported while the partition's end offset still is.
 "Now" is the newest observation time of the cluster, not the wall clock, so a replay gives the same answer.
 
-Status names and codes follow ``docs/metrics.md``: a partition is ERR when its committed offset is below
-the log start offset (messages lost to retention), else its Burrow status; a group is its worst partition.
+Statuses follow Burrow (codes in ``docs/metrics.md``): a partition is OK, WARN, STOP, STALL or REWIND, a
+group its worst partition with STOP, STALL and REWIND reported as ERR. Messages lost to retention (committed
+offset below the log start offset) are their own signal, ``lost_messages``, not a status.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from common import names
-from common.metrics import GROUP_STATUS
 from spark_jobs.lag_status import (
     catch_up_eta_s,
+    group_status,
     lag_seconds,
     lost_messages,
     partition_status,
@@ -54,7 +55,7 @@ class PartitionLag:
     lag_messages: int
     lag_seconds: float
     lost_messages: int
-    status: str  # a key of GROUP_STATUS
+    status: str  # Burrow partition status: OK, WARN, STOP, STALL or REWIND
     consume_per_s: float | None  # committed-offset and end-offset rates over the window; None: unknown
     produce_per_s: float | None
 
@@ -63,7 +64,7 @@ class PartitionLag:
 class GroupLag:
     cluster: str
     group: str
-    status: str  # worst partition status
+    status: str  # OK, WARN or ERR (a partition is STOP, STALL or REWIND)
     catchup_eta_s: float | None  # inf: never; None: unknown
 
 
@@ -137,7 +138,7 @@ class LagTracker:
         history = [(offset, round(t_s * 1000), _lag_at(ends, t_s, offset)) for t_s, offset in commits.points]
         starts = self._starts.get((cluster, topic, partition))
         lost = lost_messages(committed, starts.last) if starts else 0
-        status = "ERR" if lost else partition_status(history, [e for _, e in ends.points], lag, now_s)
+        status = partition_status(history, [e for _, e in ends.points], lag, now_s)
         return PartitionLag(
             cluster, group, topic, partition, now_s, committed, end, lag,
             lag_seconds(committed, ends.points, now_s), lost, status,
@@ -157,7 +158,7 @@ def _groups(partitions: tuple[PartitionLag, ...]) -> tuple[GroupLag, ...]:
         members[p.cluster, p.group].append(p)
     groups = []
     for (cluster, group), parts in sorted(members.items()):
-        status = max((p.status for p in parts), key=GROUP_STATUS.__getitem__)
+        status = group_status(p.status for p in parts)
         consume = [p.consume_per_s for p in parts]
         produce = [p.produce_per_s for p in parts]
         eta = catch_up_eta_s(

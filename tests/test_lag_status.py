@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from common.metrics import GROUP_STATUS
 from spark_jobs.lag_status import (
+    PARTITION_STATUSES,
     catch_up_eta_s,
     group_status,
     lag_seconds,
@@ -125,6 +127,15 @@ def test_partition_status_rules(window, ends, lag, now_s, expected, why):
 )
 def test_group_status_is_worst_partition_capped_at_err(statuses, expected):
     assert group_status(statuses) == expected
+
+
+def test_status_codes_are_burrows_status_constants_minus_one():
+    # Burrow's core/protocol/evaluator.go: NOTFOUND 0, OK 1, WARN 2, ERR 3, STOP 4, STALL 5, REWIND 6.
+    assert {name: code + 1 for name, code in GROUP_STATUS.items()} == {
+        "OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6
+    }  # fmt: skip
+    # so the worst partition by code is the worst by the rules' severity order, and a group code is max()
+    assert sorted(PARTITION_STATUSES, key=GROUP_STATUS.__getitem__) == list(PARTITION_STATUSES)
 
 
 @pytest.mark.parametrize(("committed", "ends", "now_s", "expected", "how"), LAG_SECONDS_CASES)
