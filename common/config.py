@@ -115,6 +115,7 @@ class Cluster(_Model):
     zookeeper: Annotated[str, AfterValidator(_zk_connect)] | None = None
     security: Security = Security()
     client_properties: dict[str, str | int | float | bool] = {}
+    critical_groups: list[str] = []  # consumer group names or shell patterns whose trouble pages
     jmx: list[JmxEndpoint] = []
     exporters: list[ExporterEndpoint] = []
     producers: list[ProducerEndpoint] = []
@@ -126,6 +127,7 @@ class MetricsTopic(_Model):
     replication_factor: int = Field(default=1, ge=1)
     bootstrap_servers: Servers | None = None  # default: the first cluster's
     security: Security = Security()
+    max_records_per_batch: int | None = Field(default=None, ge=1)  # per micro-batch of kobs stream
 
 
 class Intervals(_Model):
@@ -140,6 +142,8 @@ class Sinks(_Model):
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     exporter_address: HostPort = "127.0.0.1:9308"
     self_metrics_address: HostPort = "127.0.0.1:9309"
+    exporter_partitions_per_group: int | None = Field(default=None, ge=1)
+    exporter_max_series: int | None = Field(default=None, ge=1)
 
     @property
     def spool_dir(self) -> Path:

@@ -315,6 +315,11 @@ PIPELINE = DashboardSpec(
                     legend="{{query}}",
                 ),
                 Panel(
+                    "Series left out by the cardinality bounds",
+                    by("query", "max", "kobs_pipeline_series_dropped", "query"),
+                    legend="{{query}}",
+                ),
+                Panel(
                     "Dead letters (last 15 min)",
                     f"sum by (query) (increase({sel('kobs_pipeline_dead_letters_total', 'query')}[15m]))",
                     legend="{{query}}",

@@ -7,8 +7,10 @@ rows per batch; the filtering and decoding before that run on the executors.
 
 After each batch the pipeline writes every analysis's history rows as Parquet under
 ``<history_dir>/<table>/batch_id=<id>/`` (replaced as a whole, so a replayed batch leaves its rows once)
-and snapshots all analyses (``spark_jobs.snapshots``): after a crash and restart the replayed batch starts
-from exactly the state the first attempt started from, so derived numbers are identical.
+and snapshots all analyses with the query's own counters (``spark_jobs.snapshots``): after a crash and
+restart the replayed batch starts from exactly the state the first attempt started from, so derived numbers
+and counts are identical. A new process starts from the newest snapshot, so the exporter serves the last
+known state from the start instead of nothing until the first batch.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from common.metrics import DERIVED_METRICS
-from spark_jobs.analysis import Analysis, Evaluation, Observation
+from spark_jobs.analysis import Analysis, Derived, Observation
+from spark_jobs.exposition import ExpositionPolicy, expose
+from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 from spark_jobs.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
@@ -38,13 +43,19 @@ METRICS = {m.name: m for m in DERIVED_METRICS}
 class Pipeline:
     """The analyses of one streaming query and their sinks: call :meth:`process` from ``foreachBatch``."""
 
-    def __init__(self, make_analyses: Callable[[], list[Analysis]], history_dir: Path, state_dir: Path):
+    def __init__(
+        self,
+        make_analyses: Callable[[], list[Analysis]],
+        history_dir: Path,
+        state_dir: Path,
+        query: str = "stream",
+    ):
         self.make_analyses = make_analyses
-        self.analyses = make_analyses()
+        self.query = query
         self.history_dir = Path(history_dir)
         self.snapshots = Snapshots(state_dir)
-        self.evaluations: dict[str, Evaluation] = {}
         self.last_batch_id: int | None = None
+        self._restore(self.snapshots.latest())
 
     @property
     def inputs(self) -> frozenset[str]:
@@ -52,7 +63,9 @@ class Pipeline:
 
     def process(self, rows: DataFrame, batch_id: int) -> None:
         """Feed one micro-batch (rows of the Kafka source, samples and events) to every analysis."""
+        started_s = time.time()
         self._resume(batch_id)
+        stats = batch_stats(rows)
         by_name: dict[str, list[Observation]] = defaultdict(list)
         for observation in observations(rows, self.inputs):
             by_name[observation.name].append(observation)
@@ -64,7 +77,8 @@ class Pipeline:
             evaluation = analysis.evaluate()
             write_history(self.history_dir / analysis.table, batch_id, evaluation.history, analysis)
             self.evaluations[analysis.table] = evaluation
-        self.snapshots.save(batch_id, (self.analyses, self.evaluations))
+        self.health.record(stats, started_s, time.time())
+        self.snapshots.save(batch_id, (self.analyses, self.evaluations, self.health))
         self.last_batch_id = batch_id
 
     def _resume(self, batch_id: int) -> None:
@@ -72,14 +86,37 @@ class Pipeline:
         if self.last_batch_id == batch_id - 1:
             return
         snapshot = self.snapshots.before(batch_id)
+        if snapshot is None and batch_id > 0:
+            log.warning("no state snapshot before batch %d: the analyses start empty", batch_id)
+        elif snapshot is not None and snapshot[0] != batch_id - 1:
+            log.warning("resuming batch %d from the state after batch %d", batch_id, snapshot[0])
+        self._restore(snapshot)
+
+    def _restore(self, snapshot: tuple[int, tuple] | None) -> None:
+        """Take the state of ``snapshot`` (``Snapshots.before``/``latest``), or start empty for None."""
         if snapshot is None:
-            if batch_id > 0:
-                log.warning("no state snapshot before batch %d: the analyses start empty", batch_id)
             self.analyses, self.evaluations = self.make_analyses(), {}
-            return
-        taken_after, (self.analyses, self.evaluations) = snapshot
-        if taken_after != batch_id - 1:
-            log.warning("resuming batch %d from the state after batch %d", batch_id, taken_after)
+            self.health, self.last_batch_id = PipelineHealth(self.query), None
+        else:
+            self.last_batch_id, (self.analyses, self.evaluations, self.health) = snapshot
+
+
+def batch_stats(rows: DataFrame) -> BatchStats:
+    """Records, dead letters and the newest time of each collector source in one micro-batch."""
+    per_source = (
+        rows.groupBy("cluster", "source")
+        .agg(
+            F.count_distinct("partition", "offset").alias("records"),
+            F.count("dead_letter").alias("dead_letters"),
+            (F.max(F.unix_micros("ts")) / 1e6).alias("newest_s"),
+        )
+        .collect()
+    )
+    return BatchStats(
+        sum(r.records for r in per_source),
+        sum(r.dead_letters for r in per_source),
+        {(r.cluster, r.source): r.newest_s for r in per_source if r.cluster is not None},
+    )
 
 
 def observations(rows: DataFrame, names: frozenset[str]) -> Iterator[Observation]:
@@ -105,18 +142,27 @@ def write_history(table_dir: Path, batch_id: int, rows: list[dict], analysis: An
 
 
 class DerivedCollector(Collector):
-    """The latest evaluation of every analysis of a :class:`Pipeline` as Prometheus metric families."""
+    """What a :class:`Pipeline` serves: its analyses' latest evaluations, marked and bounded by ``policy``
+    (``spark_jobs.exposition``), then its own health, which the bounds never cut."""
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline: Pipeline, policy: ExpositionPolicy | None = None):
         self.pipeline = pipeline
+        self.policy = policy or ExpositionPolicy()
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
-        for evaluation in list(self.pipeline.evaluations.values()):
-            for name, labels, value in evaluation.metrics:
-                if name not in families:
-                    metric = METRICS[name]
-                    kind = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
-                    families[name] = kind(name, metric.help, labels=metric.labels)
-                families[name].add_metric(labels, value)
-        yield from families.values()
+        pipeline = self.pipeline
+        derived = [d for evaluation in list(pipeline.evaluations.values()) for d in evaluation.metrics]
+        shown, dropped = expose(derived, self.policy)
+        yield from metric_families([*shown, *pipeline.health.metrics(dropped)])
+
+
+def metric_families(derived: list[Derived]) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Derived values grouped into Prometheus families with their type, help and labels from the catalogue."""
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+    for name, labels, value in derived:
+        if name not in families:
+            metric = METRICS[name]
+            kind = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
+            families[name] = kind(name, metric.help, labels=metric.labels)
+        families[name].add_metric(labels, value)
+    yield from families.values()

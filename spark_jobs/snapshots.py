@@ -45,6 +45,11 @@ class Snapshots:
         with open(self.directory / f"batch-{earlier[-1]}.pickle", "rb") as snapshot:
             return earlier[-1], pickle.load(snapshot)
 
+    def latest(self) -> tuple[int, Any] | None:
+        """The newest snapshot as ``(its batch id, state)``, or None."""
+        ids = self._ids()
+        return self.before(ids[-1] + 1) if ids else None
+
     def _ids(self) -> list[int]:
         if not self.directory.is_dir():
             return []

@@ -22,6 +22,7 @@ from common.config import Config
 from common.kafka_clients import client_settings
 from spark_jobs.analysis import Analysis
 from spark_jobs.dead_letters import write_dead_letters
+from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.kafka_source import KafkaSource
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
@@ -37,7 +38,10 @@ def analyses(config: Config) -> list[Analysis]:
 def pipeline(config: Config) -> Pipeline:
     """The analyses with their history under ``sinks.history_dir`` and state under the query's checkpoint."""
     return Pipeline(
-        lambda: analyses(config), config.sinks.history_dir, config.sinks.checkpoint_dir / QUERY / "analyses"
+        lambda: analyses(config),
+        config.sinks.history_dir,
+        config.sinks.checkpoint_dir / QUERY / "analyses",
+        query=QUERY,
     )
 
 
@@ -58,6 +62,8 @@ def start_query(
     spark.dataSource.register(KafkaSource)
     settings = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
     reader = spark.readStream.format("kobs-kafka").option("topic", config.metrics_topic.name)
+    if config.metrics_topic.max_records_per_batch:
+        reader = reader.option("maxRecordsPerBatch", config.metrics_topic.max_records_per_batch)
     for key, value in settings.items():
         reader = reader.option(key if key == "bootstrap.servers" else f"kafka.{key}", str(value))
     writer = (
@@ -106,7 +112,9 @@ def run_stream(config: Config, master: str, trigger_s: float | None, available_n
     jobs = pipeline(config)
     spark = spark_session(master)
     try:
-        with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
+        with exporter(
+            config.sinks.exporter_address, DerivedCollector(jobs, ExpositionPolicy.from_config(config))
+        ):
             print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
             query = start_query(spark, config, jobs, trigger_s, available_now)
             try:

@@ -25,3 +25,11 @@ def test_only_the_last_two_are_kept_and_nothing_half_written_remains(tmp_path):
 
 def test_a_missing_directory_means_no_snapshot(tmp_path):
     assert Snapshots(tmp_path / "never-written").before(7) is None
+
+
+def test_latest_is_the_newest_snapshot(tmp_path):
+    snapshots = Snapshots(tmp_path)
+    assert snapshots.latest() is None
+    for batch_id in (4, 5):
+        snapshots.save(batch_id, f"after {batch_id}")
+    assert snapshots.latest() == (5, "after 5")
