@@ -5,52 +5,38 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 from exposition import scrape
+from metrics_topic import offsets_batch, produce
 
 from common.config import Config
-from common.contract import Batch, Sample, encode
-from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
 from peers.process import free_port
+from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.pipeline import DerivedCollector
 from spark_jobs.stream import exporter, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
-PARTITION = {"topic": "orders", "partition": "0"}
-# (scrape time ms, end offset, committed offset of group "billing"); log start stays 0.
+# (scrape time ms, end offset, committed offset of group "billing") of orders-0; log start stays 0.
 SCRAPES = [(10_000, 100, 50), (20_000, 200, 120), (30_000, 300, 190)]
-
-
-def offsets_batch(ts_ms: int, end: int, committed: int) -> Batch:
-    samples = (
-        Sample(PARTITION_START_OFFSET, PARTITION, 0),
-        Sample(PARTITION_END_OFFSET, PARTITION, end),
-        Sample(GROUP_COMMITTED_OFFSET, {"group": "billing", **PARTITION}, committed),
-    )
-    return Batch("prod", "admin/offsets", ts_ms, samples)
-
-
-def produce(bootstrap: str, topic: str, batches: list[Batch]) -> None:
-    """One record per Kafka batch (tansu reports the end offset as the last batch's first offset + 1)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-    for batch in batches:
-        producer.produce(topic, encode(batch), key=batch.key)
-    assert producer.flush(10) == 0
 
 
 def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    produce(kafka_broker.bootstrap, topic, [offsets_batch(*scrape_) for scrape_ in SCRAPES])
+    batches = [offsets_batch(ts_ms, {"0": end}, {("billing", "0"): done}) for ts_ms, end, done in SCRAPES]
+    produce(kafka_broker.bootstrap, topic, [*batches[:2], b"not a contract batch", batches[2]])
     config = Config.model_validate(
         {
-            "clusters": [{"name": "prod", "bootstrap_servers": [kafka_broker.bootstrap]}],
+            "clusters": [
+                {"name": "prod", "bootstrap_servers": [kafka_broker.bootstrap], "critical_groups": ["bill*"]}
+            ],
             "metrics_topic": {"name": topic},
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
         }
     )
     jobs = pipeline(config)
-    with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
+    with exporter(
+        config.sinks.exporter_address, DerivedCollector(jobs, ExpositionPolicy.from_config(config))
+    ):
         query = start_query(spark, config, jobs, available_now=True)
         query.awaitTermination(120)
         assert query.exception() is None
@@ -66,6 +52,17 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
     assert metrics["kobs_consumergroup_lag_seconds", partition] == pytest.approx(10.9)
     # Consuming 7/s against 10/s produced: never caught up.
     assert metrics["kobs_consumergroup_catchup_eta_seconds", group] == float("inf")
+    assert metrics["kobs_consumergroup_lost_messages", partition] == 0  # log start 0: nothing lost
+    assert metrics["kobs_consumergroup_critical", group] == 1  # matches the cluster's "bill*"
+    # The pipeline's own health: four records, one of them a dead letter; the newest scrape at 30 s.
+    query = (("query", "stream"),)
+    assert metrics["kobs_pipeline_input_records_total", query] == 4
+    assert metrics["kobs_pipeline_dead_letters_total", query] == 1
+    assert (
+        metrics["kobs_source_last_seen_timestamp_seconds", (("cluster", "prod"), ("source", "admin/offsets"))]
+        == 30
+    )
+    assert metrics["kobs_pipeline_series_dropped", query] == 0
 
     history = spark.read.parquet(str(tmp_path / "history" / "lag")).collect()
     last = max(history, key=lambda row: row.batch_id)

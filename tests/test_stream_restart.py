@@ -1,0 +1,169 @@
+"""Restarts are exact: a replayed batch id, and `kill -9` of a `kobs stream` driver mid-batch, leave the same
+Parquet history and exporter values as an uninterrupted run over the same records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from metrics_topic import offsets_batch, produce
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from common.config import Config
+from common.contract import encode
+from peers.process import free_port
+from spark_jobs.exposition import ExpositionPolicy
+from spark_jobs.kafka_source import SCHEMA
+from spark_jobs.pipeline import DerivedCollector
+from spark_jobs.records import to_record_batch
+from spark_jobs.stream import QUERY, pipeline, start_query
+
+pytestmark = [pytest.mark.peers, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[1]
+# Wall-clock facts about the last batch: they differ between any two runs by nature.
+WALL_CLOCK = {
+    "kobs_pipeline_last_batch_timestamp_seconds",
+    "kobs_pipeline_batch_duration_seconds",
+    "kobs_pipeline_batch_lag_seconds",
+}
+
+
+def scrapes(n: int) -> list:
+    """``n`` scrapes 10 s apart: billing consumes 70 of 100 new messages per scrape on orders-0 and -1;
+    ledger sits on offset 5 of orders-1 (STALL)."""
+    return [
+        offsets_batch(
+            10_000 * (i + 1),
+            {"0": 100 * (i + 1), "1": 100 * (i + 1)},
+            {("billing", "0"): 70 * (i + 1), ("billing", "1"): 70 * (i + 1), ("ledger", "1"): 5},
+        )
+        for i in range(n)
+    ]
+
+
+def config_for(run_dir: Path, topic: str = "unused", bootstrap: str = "127.0.0.1:9") -> Config:
+    return Config.model_validate(
+        {
+            "clusters": [{"name": "prod", "bootstrap_servers": [bootstrap], "critical_groups": ["ledger"]}],
+            "metrics_topic": {"name": topic, "max_records_per_batch": 2},
+            "sinks": {"run_dir": str(run_dir), "exporter_address": f"127.0.0.1:{free_port()}"},
+        }
+    )
+
+
+def history(run_dir: Path) -> dict[str, list[dict]]:
+    """Every history row, by batch directory."""
+    tables = sorted((run_dir / "history" / "lag").glob("batch_id=*"))
+    return {t.name: pq.read_table(t / "part-0.parquet").to_pylist() for t in tables}
+
+
+def served(jobs, config: Config) -> dict[tuple[str, tuple], float]:
+    """What the exporter serves for ``jobs``, without the wall-clock gauges."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in DerivedCollector(jobs, ExpositionPolicy.from_config(config)).collect()
+        for s in family.samples
+        if s.name not in WALL_CLOCK
+    }
+
+
+def frame(spark, values: list[bytes], first_offset: int):
+    """The Kafka source's rows for metrics-topic records ``values`` at consecutive offsets of partition 0."""
+    records = [(value, 0, first_offset + i) for i, value in enumerate(values)]
+    batch = to_record_batch(records, "kobs.metrics", to_arrow_schema(SCHEMA, timezone="UTC"))
+    return spark.createDataFrame(pa.Table.from_batches([batch]))
+
+
+def test_a_replayed_batch_id_leaves_identical_history_and_metrics(spark, tmp_path):
+    config = config_for(tmp_path)
+    values = [encode(b) for b in scrapes(4)]
+    first, second = frame(spark, values[:2], 0), frame(spark, [*values[2:], b"{broken"], 2)
+    jobs = pipeline(config)
+    jobs.process(first, 0)
+    jobs.process(second, 1)
+    expected_history, expected = history(tmp_path), served(jobs, config)
+    assert expected[("kobs_pipeline_input_records_total", (("query", QUERY),))] == 5
+    assert expected[("kobs_pipeline_dead_letters_total", (("query", QUERY),))] == 1
+    assert expected[("kobs_consumergroup_critical", (("cluster", "prod"), ("group", "ledger")))] == 1
+
+    jobs.process(second, 1)  # foreachBatch called again with the same id in the same process
+    assert (history(tmp_path), served(jobs, config)) == (expected_history, expected)
+
+    restarted = pipeline(config)  # a new driver: it serves the newest snapshot before any batch
+    assert served(restarted, config) == expected
+    restarted.process(second, 1)  # Spark replays the batch it had not committed when the driver died
+    assert (history(tmp_path), served(restarted, config)) == (expected_history, expected)
+
+
+@pytest.mark.timeout(900)  # two `kobs stream` processes, each starting its own JVM and Spark session
+def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, kafka_broker, tmp_path):
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    batches = scrapes(6)
+    # Offset 2, in batch 1 (two records per batch): the batch the crash interrupts.
+    produce(kafka_broker.bootstrap, topic, [*batches[:2], b"not a contract batch", *batches[2:]])
+    records = len(batches) + 1
+
+    # The uninterrupted run: same records, same batch size, in this process.
+    reference_config = config_for(tmp_path / "reference", topic, kafka_broker.bootstrap)
+    reference = pipeline(reference_config)
+    query = start_query(spark, reference_config, reference, available_now=True)
+    query.awaitTermination(300)
+    assert query.exception() is None
+
+    # `kobs stream` in a subprocess, killed with SIGKILL (driver and its JVM) in the middle of batch 1, at
+    # its most delicate point: its snapshot is written (tens of ms before Spark commits the batch), so the
+    # restart must not take that state as the start of the replayed batch.
+    run_dir = tmp_path / "crashed"
+    config = config_for(run_dir, topic, kafka_broker.bootstrap)
+    config_file = tmp_path / "kobs.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file), "--available-now"]
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    checkpoint = run_dir / "checkpoints" / QUERY
+    with open(tmp_path / "first.log", "wb") as log:
+        driver = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not (checkpoint / "analyses" / "batch-1.pickle").exists():
+            assert driver.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "batch 1 never ran"
+            time.sleep(0.002)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+    _wait_until_gone(driver.pid)
+    assert not (checkpoint / "commits" / "1").exists(), "killed too late: Spark had committed batch 1"
+
+    restarted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+
+    expected_history = history(tmp_path / "reference")
+    assert len(expected_history) == (records + 1) // 2  # two records per micro-batch
+    assert history(run_dir) == expected_history
+    after_restart = served(pipeline(config), config)  # what a restarted exporter serves
+    assert after_restart == served(reference, reference_config)
+    # Every record counted once although batch 1 (with the dead letter) ran twice.
+    assert after_restart["kobs_pipeline_input_records_total", (("query", QUERY),)] == records
+    assert after_restart["kobs_pipeline_dead_letters_total", (("query", QUERY),)] == 1
+
+
+def _wait_until_gone(group: int, timeout_s: float = 30) -> None:
+    """Wait until no process of the killed driver's process group (its JVM included) is left."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes of group {group} survived SIGKILL")
