@@ -93,12 +93,19 @@ class Pipeline:
         self._restore(snapshot)
 
     def _restore(self, snapshot: tuple[int, tuple] | None) -> None:
-        """Take the state of ``snapshot`` (``Snapshots.before``/``latest``), or start empty for None."""
-        if snapshot is None:
-            self.analyses, self.evaluations = self.make_analyses(), {}
-            self.health, self.last_batch_id = PipelineHealth(self.query), None
-        else:
-            self.last_batch_id, (self.analyses, self.evaluations, self.health) = snapshot
+        """Take the state of ``snapshot`` (``Snapshots.before``/``latest``), or start empty for None.
+
+        Analyses are matched by table: one the snapshot lacks (added since) starts empty, one the query no
+        longer runs is dropped with its metrics.
+        """
+        self.analyses, self.evaluations = self.make_analyses(), {}
+        self.health, self.last_batch_id = PipelineHealth(self.query), None
+        if snapshot is not None:
+            self.last_batch_id, (analyses, evaluations, self.health) = snapshot
+            saved = {analysis.table: analysis for analysis in analyses}
+            self.analyses = [saved.get(analysis.table, analysis) for analysis in self.analyses]
+            tables = {analysis.table for analysis in self.analyses}
+            self.evaluations = {table: e for table, e in evaluations.items() if table in tables}
 
 
 def batch_stats(rows: DataFrame) -> BatchStats:
