@@ -101,7 +101,24 @@ def test_derived_metric_names_follow_conventions():
         assert not {"job", "instance"} & set(metric.labels), metric.name
 
 
-def test_kobs_alerts_runs_every_check_and_reports_success(capsys):
-    assert main(["alerts", "--quiet"]) == 0
+def test_kobs_alerts_test_runs_every_check_and_reports_success(capsys):
+    assert main(["alerts", "test", "--quiet"]) == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]
-    assert summary == f"kobs alerts: {len(check.route_cases()) + 3} passed, 0 failed"
+    assert summary == f"kobs alerts test: {len(check.route_cases()) + 3} passed, 0 failed"
+
+
+def test_kobs_alerts_check_validates_rules_and_routing_syntax(capsys):
+    assert main(["alerts", "check"]) == 0
+    out = capsys.readouterr().out
+    assert "ok   promtool check rules" in out and "ok   amtool check-config" in out
+    assert out.strip().splitlines()[-1] == "kobs alerts check: 2 passed, 0 failed"
+
+
+def test_kobs_alerts_check_fails_on_a_broken_rule_file(tmp_path, monkeypatch, capsys):
+    """A rule with a PromQL syntax error makes promtool, and so the command, fail."""
+    broken = tmp_path / "broken.rules.yml"
+    broken.write_text("groups: [{name: g, rules: [{alert: A, expr: 'sum by (cluster) (x'}]}]\n")
+    monkeypatch.setattr(check, "ALERTS_DIR", tmp_path)
+    assert main(["alerts", "check", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL promtool check rules" in out and out.strip().endswith("1 passed, 1 failed")

@@ -23,7 +23,7 @@ PROVISIONING = Path(dashboards.__file__).parent / "provisioning"
 @pytest.fixture(scope="module")
 def boards(tmp_path_factory):
     out = tmp_path_factory.mktemp("dashboards")
-    assert main(["dashboards", "--out", str(out)]) == 0
+    assert main(["dashboards", "generate", "--out", str(out)]) == 0
     return {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
 
 
