@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,12 +17,14 @@ import yaml
 from derived_exporter import DerivedExporter
 
 import dashboards
-from common.metrics import ALL_METRICS
+from common.metrics import ALL_METRICS, metric_of
 from dashboards.spec import DASHBOARDS, VARIABLE_SOURCES
 from kobs.cli import main
+from peers.process import HOST, free_port
 from peers.prometheus import Prometheus
 
 PROVISIONING = Path(dashboards.__file__).parent / "provisioning"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +75,9 @@ def test_dashboards_are_grafana_json_with_datasource_and_targets(boards):
 
 
 def test_panels_and_variables_read_documented_metrics(boards):
-    read = {m for _, _, expr in _queries(boards) for m in re.findall(r"\b((?:kobs|kafka)_\w+)", expr)}
+    read = {
+        metric_of(m) for _, _, expr in _queries(boards) for m in re.findall(r"\b((?:kobs|kafka)_\w+)", expr)
+    }
     assert read <= set(ALL_METRICS)
     assert set(VARIABLE_SOURCES.values()) <= set(ALL_METRICS)
     never_shown = (
@@ -92,18 +101,55 @@ def test_provisioning_points_grafana_at_prometheus_and_the_generated_json():
     assert provider["type"] == "file" and provider["options"]["path"]
 
 
+@contextlib.contextmanager
+def collector(tmp_path: Path, bootstrap: str, exporter: str):
+    """A real ``kobs collect`` scraping ``exporter`` and an address where nothing listens (its errors feed
+    the error panels) every second; yields its self-metrics address."""
+    address = f"{HOST}:{free_port()}"
+    exporters = [{"broker_id": 1, "url": f"http://{exporter}/metrics"}]
+    exporters.append({"broker_id": 2, "url": f"http://{HOST}:{free_port()}/metrics"})
+    config = tmp_path / "kobs.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c1", "bootstrap_servers": [bootstrap], "exporters": exporters}],
+                "metrics_topic": {"name": "dashboards-metrics"},
+                "intervals": {"metrics_s": 1, "offsets_s": 1, "metadata_s": 1, "producers_s": 1},
+                "sinks": {"run_dir": str(tmp_path / "run"), "self_metrics_address": address},
+            }
+        )
+    )
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "kobs.cli", "collect", "--config", str(config)]
+    with open(tmp_path / "collect.log", "w") as log:
+        process = subprocess.Popen(command, env=env, stderr=log)
+    try:
+        yield address
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.mark.peers
-def test_every_panel_query_returns_data_from_prometheus(boards, tmp_path):
-    """Variables become match-all and $__rate_interval 1m; every query must return a non-empty result."""
+def test_every_panel_query_returns_data_from_prometheus(boards, kafka_broker, tmp_path):
+    """Prometheus scrapes the derived exporter and a real collector's self-metrics. Variables become
+    match-all and $__rate_interval 1m; every query must return a non-empty result."""
     queries = [
         (uid, title, re.sub(r"\$\w+", ".*", expr.replace("$__rate_interval", "1m")))
         for uid, title, expr in _queries(boards)
     ]
     with (
         DerivedExporter() as exporter,
-        Prometheus(tmp_path / "prom", {"kobs-exporter": [exporter.address]}) as prom,
+        collector(tmp_path, kafka_broker.bootstrap, exporter.address) as self_metrics,
+        Prometheus(
+            tmp_path / "prom", {"kobs-exporter": [exporter.address], "kobs-collector": [self_metrics]}
+        ) as prom,
     ):
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 45
         empty = queries
         while empty and time.monotonic() < deadline:  # rate() needs two scrapes
             empty = [(u, t, q) for u, t, q in empty if not prom.query(q)]
