@@ -11,8 +11,8 @@ from alerts import check
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "docs" / "runbooks"
-# Markdown files whose relative links are checked: the runbooks and the pages that link into them.
-LINKING = [*sorted(RUNBOOKS.glob("*.md")), ROOT / "docs" / "metrics.md", ROOT / "README.md"]
+# Markdown files whose relative links are checked: the docs, the runbooks and the README.
+LINKING = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
