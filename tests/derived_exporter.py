@@ -1,5 +1,5 @@
-"""A stand-in for the Spark jobs' exporter and the brokers' JMX exporters: serves their documented metrics
-(``DERIVED_METRICS`` and ``RAW_BROKER_METRICS``) with settable values."""
+"""A stand-in for the Spark jobs' exporter: serves every derived metric (``DERIVED_METRICS``) with settable
+values. Raw broker metrics come from the simulator's JMX-exporter endpoints instead."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from common.metrics import DERIVED_METRICS, RAW_BROKER_METRICS
+from common.metrics import DERIVED_METRICS
 from peers.process import HOST, free_port
 
-SERVED = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS}
+SERVED = {m.name: m for m in DERIVED_METRICS}
 
 LABEL_VALUES = {
     "cluster": "c1",
@@ -33,7 +33,6 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_topic_replication_factor": 3,
     "kobs_broker_up": 1,
     "kobs_cluster_active_controllers": 1,
-    "kafka_controller_kafkacontroller_activecontrollercount": 1,
     "kobs_broker_disk_runway_days": math.inf,
     "kobs_producer_time_to_block_seconds": math.inf,
     "kobs_topic_bytes_in_per_second": 1e6,

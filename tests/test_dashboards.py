@@ -22,6 +22,8 @@ from dashboards.spec import DASHBOARDS, VARIABLE_SOURCES
 from kobs.cli import main
 from peers.process import HOST, free_port
 from peers.prometheus import Prometheus
+from simulator.runtime import Runtime
+from simulator.scenario import Simulation, load_scenario
 
 PROVISIONING = Path(dashboards.__file__).parent / "provisioning"
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,12 +104,12 @@ def test_provisioning_points_grafana_at_prometheus_and_the_generated_json():
 
 
 @contextlib.contextmanager
-def collector(tmp_path: Path, bootstrap: str, exporter: str):
-    """A real ``kobs collect`` scraping ``exporter`` and an address where nothing listens (its errors feed
-    the error panels) every second; yields its self-metrics address."""
+def collector(tmp_path: Path, bootstrap: str, exporter_urls: list[str]):
+    """A real ``kobs collect`` scraping ``exporter_urls`` and an address where nothing listens (its errors
+    feed the error panels) every second; yields its self-metrics address."""
     address = f"{HOST}:{free_port()}"
-    exporters = [{"broker_id": 1, "url": f"http://{exporter}/metrics"}]
-    exporters.append({"broker_id": 2, "url": f"http://{HOST}:{free_port()}/metrics"})
+    urls = [*exporter_urls, f"http://{HOST}:{free_port()}/metrics"]
+    exporters = [{"broker_id": i, "url": url} for i, url in enumerate(urls)]
     config = tmp_path / "kobs.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -134,19 +136,37 @@ def collector(tmp_path: Path, bootstrap: str, exporter: str):
             process.wait()
 
 
+@contextlib.contextmanager
+def simulated_cluster():
+    """The rf1-incident scenario's brokers behind their JMX-exporter endpoints; yields the runtime."""
+    runtime = Runtime(Simulation(load_scenario("rf1-incident"))).start()
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+
+
 @pytest.mark.peers
 def test_every_panel_query_returns_data_from_prometheus(boards, kafka_broker, tmp_path):
-    """Prometheus scrapes the derived exporter and a real collector's self-metrics. Variables become
-    match-all and $__rate_interval 1m; every query must return a non-empty result."""
+    """Prometheus scrapes the derived exporter, the simulated brokers' JMX exporters (raw broker panels) and
+    a real collector's self-metrics (the collector scrapes the simulated brokers). Variables become match-all
+    and $__rate_interval 1m; every query must return a non-empty result."""
     queries = [
         (uid, title, re.sub(r"\$\w+", ".*", expr.replace("$__rate_interval", "1m")))
         for uid, title, expr in _queries(boards)
     ]
     with (
         DerivedExporter() as exporter,
-        collector(tmp_path, kafka_broker.bootstrap, exporter.address) as self_metrics,
+        simulated_cluster() as sim,
+        collector(tmp_path, kafka_broker.bootstrap, [e.url for e in sim.brokers.values()]) as self_metrics,
         Prometheus(
-            tmp_path / "prom", {"kobs-exporter": [exporter.address], "kobs-collector": [self_metrics]}
+            tmp_path / "prom",
+            {
+                "kobs-exporter": [exporter.address],
+                "kobs-collector": [self_metrics],
+                "simulated-kafka": [f"{HOST}:{e.port}" for e in sim.brokers.values()],
+            },
+            target_labels={"simulated-kafka": {"cluster": "c1"}},
         ) as prom,
     ):
         deadline = time.monotonic() + 45
