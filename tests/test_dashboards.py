@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 from derived_exporter import DerivedExporter
+from exposition import scrape
 
 import dashboards
-from common.metrics import ALL_METRICS, metric_of
+from common.metrics import ALL_METRICS, COLLECTOR_METRICS, metric_of
 from dashboards.spec import DASHBOARDS, VARIABLE_SOURCES
 from kobs.cli import main
 from peers.process import HOST, free_port
@@ -134,6 +135,28 @@ def collector(tmp_path: Path, bootstrap: str, exporter_urls: list[str]):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _metric_labels(url: str) -> dict[str, set[str]]:
+    """Metric -> label names served at ``url`` (histogram series folded into their metric)."""
+    served: dict[str, set[str]] = {}
+    for name, labels in scrape(url):
+        if not name.endswith("_created"):  # prometheus_client's creation timestamps
+            served.setdefault(metric_of(name), set()).update(k for k, _ in labels if k != "le")
+    return served
+
+
+@pytest.mark.peers
+def test_the_collector_serves_the_documented_self_metrics(kafka_broker, tmp_path):
+    """What panels and rules read of ``kobs collect`` is what it serves: COLLECTOR_METRICS with their labels
+    (the source that cannot be reached makes the error counter appear)."""
+    with collector(tmp_path, kafka_broker.bootstrap, []) as address:
+        deadline, served = time.monotonic() + 30, {}
+        while "kobs_collector_scrape_errors_total" not in served and time.monotonic() < deadline:
+            time.sleep(0.2)
+            with contextlib.suppress(OSError):
+                served = _metric_labels(f"http://{address}/metrics")
+    assert served == {m.name: set(m.labels) for m in COLLECTOR_METRICS}
 
 
 @contextlib.contextmanager
