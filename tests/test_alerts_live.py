@@ -96,6 +96,8 @@ def test_unclean_election_in_the_simulator_pages_through_alertmanager(webhook, t
     runtime = Runtime(Simulation(load_scenario("unclean-election"))).start()
     brokers = [f"{HOST}:{endpoint.port}" for endpoint in runtime.brokers.values()]
     elections = 'sum(kafka_controller_controllerstats_uncleanleaderelections_total{cluster="sim"})'
+    # 20 simulated seconds per wall second, up to 60 s: the election at 40 s comes 2 s after the start
+    scenario_run = threading.Thread(target=runtime.run, args=(20.0, 60.0))
     try:
         with (
             Alertmanager(tmp_path / "am", _alertmanager_config(webhook.url)) as am,
@@ -108,14 +110,13 @@ def test_unclean_election_in_the_simulator_pages_through_alertmanager(webhook, t
             ) as prom,
         ):
             before = _wait_for(lambda: prom.query(elections))  # the counter is scraped at 0 first
-            # 20 simulated seconds per wall second, up to 60 s: the election at 40 s comes after 2 s
-            scenario_run = threading.Thread(target=runtime.run, args=(20.0, 60.0))
             scenario_run.start()
             pages = _wait_for(lambda: [p for path, p in webhook.received if path == "/page"])
             after = prom.query(elections)
             alerts = am.alerts()
-            scenario_run.join()
     finally:
+        if scenario_run.is_alive():
+            scenario_run.join()
         runtime.stop()
 
     assert float(before[0]["value"][1]) == 0 and float(after[0]["value"][1]) == 1
