@@ -16,7 +16,7 @@ test: setup lint
 alerts: setup
 	$(BIN)/kobs alerts test --quiet
 
-dashboards: setup   # the JSON docker-compose.yml mounts into Grafana
+dashboards: setup   # Grafana JSON to import or provision (docker-compose generates its own)
 	$(BIN)/kobs dashboards generate --out var/dashboards
 
 lint:
