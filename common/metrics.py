@@ -2,7 +2,8 @@
 
 One entry per metric (name, Prometheus type, labels, meaning). ``docs/metrics.md`` documents the same list
 for people; a test keeps the two, the rule files and the dashboards in agreement. Raw broker metrics that
-some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``.
+some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``, and
+the collectors' own health (``kobs collect``'s self-metrics registry) in ``COLLECTOR_METRICS``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ GROUP_STATUS = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4, "ERR": 5
 @dataclass(frozen=True)
 class Metric:
     name: str
-    type: str  # "gauge" or "counter"
+    type: str  # "gauge", "counter" or "histogram"
     labels: tuple[str, ...]
     help: str
 
@@ -221,4 +222,35 @@ RAW_BROKER_METRICS: tuple[Metric, ...] = (
     ),
 )
 
-ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS}
+# What ``kobs collect`` serves about itself on ``sinks.self_metrics_address``; source is "<cluster>/<source>".
+COLLECTOR_METRICS: tuple[Metric, ...] = (
+    _m(
+        "kobs_collector_scrape_duration_seconds",
+        "histogram",
+        "source",
+        "Wall time of each scrape that returned (a timed-out scrape is observed when it finally returns).",
+    ),
+    _m("kobs_collector_scrape_errors_total", "counter", "source reason", "Problems per source, by reason."),
+    _m("kobs_collector_queue_depth", "gauge", "", "Records waiting in the publisher's in-memory queue."),
+    _m("kobs_collector_spool_bytes", "gauge", "", "Bytes held in the on-disk spool."),
+    _m(
+        "kobs_collector_samples_total",
+        "counter",
+        "outcome",
+        "Samples plus events by what became of them: sent, spooled, replayed or dropped.",
+    ),
+)
+
+ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def metric_of(series: str) -> str:
+    """The documented metric a series name belongs to: a histogram's ``_bucket``, ``_count`` and ``_sum``
+    series belong to the histogram."""
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = series.removesuffix(suffix)
+        if base != series and getattr(ALL_METRICS.get(base), "type", None) == "histogram":
+            return base
+    return series

@@ -59,6 +59,9 @@ PARTITION_STATES = (
     ("offline", "offline"),
 )
 
+# Collector sources are labelled "<cluster>/<source>": filter them on the cluster variable.
+SOURCE = '{source=~"$cluster/.*"}'
+
 C, CT, CG, CP = ("cluster",), ("cluster", "topic"), ("cluster", "group", "topic"), ("cluster", "client_id")
 
 CLUSTER_HEALTH = DashboardSpec(
@@ -326,6 +329,42 @@ PIPELINE = DashboardSpec(
                     legend="{{cluster}} {{source}}",
                 ),
                 Panel("Exporter up", 'up{job="kobs-exporter"}', legend="{{instance}}"),
+            ),
+        ),
+        (
+            "Collectors",
+            (
+                Panel(
+                    "Scrape duration p90 by source",
+                    "histogram_quantile(0.9, sum by (source, le) "
+                    f"(rate(kobs_collector_scrape_duration_seconds_bucket{SOURCE}[$__rate_interval])))",
+                    unit="s",
+                    legend="{{source}}",
+                ),
+                Panel(
+                    "Scrape errors per second by source and reason",
+                    "sum by (source, reason) "
+                    f"(rate(kobs_collector_scrape_errors_total{SOURCE}[$__rate_interval]))",
+                    unit="ops",
+                    legend="{{source}} {{reason}}",
+                ),
+                Panel(
+                    "Samples per second by outcome",
+                    rate("outcome", "kobs_collector_samples_total"),
+                    unit="ops",
+                    legend="{{outcome}}",
+                ),
+                Panel(
+                    "Publisher queue depth",
+                    by("instance", "max", "kobs_collector_queue_depth"),
+                    legend="{{instance}}",
+                ),
+                Panel(
+                    "Spool bytes",
+                    by("instance", "max", "kobs_collector_spool_bytes"),
+                    unit="bytes",
+                    legend="{{instance}}",
+                ),
             ),
         ),
     ),

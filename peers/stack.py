@@ -90,6 +90,7 @@ class EmbeddedStack:
                     alertmanager=alertmanager.address,
                     scrape_interval="5s",
                     port=pick_port("prometheus"),
+                    target_labels={"simulated-kafka": {"cluster": cluster["name"]}},  # raw rules group by it
                 )
             )
             topic = self.config.metrics_topic

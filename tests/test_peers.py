@@ -131,8 +131,9 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         while broker_url not in scraped and time.monotonic() < deadline:  # target discovery is asynchronous
             time.sleep(0.2)
             targets = http_json(f"{prometheus_url}/api/v1/targets")["data"]["activeTargets"]
-            scraped = {t["scrapeUrl"] for t in targets if t["labels"]["job"] == "simulated-kafka"}
+            scraped = {t["scrapeUrl"]: t["labels"] for t in targets if t["scrapePool"] == "simulated-kafka"}
         assert broker_url in scraped
+        assert scraped[broker_url]["cluster"] == "demo"  # rules on raw broker metrics group by cluster
     finally:  # a failed assertion must not leave the demo's servers running
         demo.send_signal(signal.SIGTERM)
         rest, _ = demo.communicate(timeout=60)
