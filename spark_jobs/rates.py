@@ -3,18 +3,20 @@
 Pure (no Spark). Each series keeps its (time, value) points of the last ``window_s`` plus the one just before
 (so the rate spans the whole window, and an interval longer than the window still gives one). The increase
 over those points counts a drop as a counter reset (the broker restarted): the increase across it is the new
-value, as in Prometheus. A series not scraped for ``stale_s`` is forgotten (a dead broker's meters are not a current rate).
+value, as in Prometheus. A series not scraped for ``stale_s`` is forgotten (a dead broker's meters are not
+a current rate).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Iterator
+from itertools import pairwise
 
 
 def increase(values: list[float]) -> float:
     """Increase of a counter over successive values; a drop is a reset to zero before the new value."""
-    return sum(b - a if b >= a else b for a, b in zip(values, values[1:]))
+    return sum(b - a if b >= a else b for a, b in pairwise(values))
 
 
 class CounterRates:

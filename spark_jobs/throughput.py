@@ -22,6 +22,8 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
 
 import pyarrow as pa
 
@@ -101,9 +103,10 @@ def _prune(points: deque, since_s: float) -> None:
 
 
 @dataclass
-class BrokerLogs:
-    """The log sizes of one broker's latest scrape and its thinned histories."""
+class Broker:
+    """One broker's counters, the log sizes of its latest scrape and its thinned histories."""
 
+    rates: CounterRates  # (topic, counter name) -> bytes/s
     t_s: float = -math.inf
     sizes: dict[tuple[str, str], float] = field(default_factory=dict)  # (topic, partition) -> bytes
     stored: deque = field(default_factory=deque)  # (t, stored bytes), for growth
@@ -132,62 +135,63 @@ class ThroughputAnalysis:
         self.growth_window_s, self.growth_step_s = growth_window_s, growth_step_s
         self.correlation_window_s, self.correlation_step_s = correlation_window_s, correlation_step_s
         self.min_points = min_points
-        self.rates = CounterRates(window_s=60.0, stale_s=stale_s)
-        self.brokers: dict[tuple[str, str], BrokerLogs] = {}
+        self.brokers: dict[tuple[str, str], Broker] = {}
         self.now_s = -math.inf
         self.skipped = 0
 
     def observe(self, observations: Iterable[Observation]) -> None:
-        scraped: set[tuple[str, str]] = set()
+        """Scrapes in time order (a batch holds several per broker); history points after each."""
         skipped = 0
-        for o in observations:
-            broker, topic = o.labels.get("broker"), o.labels.get("topic")
-            if broker is None or o.value is None or not math.isfinite(o.value):
-                skipped += 1
-                continue
-            self.now_s = max(self.now_s, o.t_s)
-            if o.name != LOG_SIZE_BYTES:
-                if topic is not None:  # without: the broker-wide bean, the sum of the per-topic ones
-                    self.rates.add((o.cluster, broker, topic, o.name), o.t_s, o.value)
-                continue
-            partition = o.labels.get("partition")
-            if topic is None or partition is None:
-                skipped += 1
-                continue
-            logs = self.brokers.setdefault((o.cluster, broker), BrokerLogs())
-            if o.t_s > logs.t_s:  # a newer scrape replaces the broker's partitions
-                logs.t_s, logs.sizes = o.t_s, {}
-            if o.t_s == logs.t_s:
-                logs.sizes[topic, partition] = o.value
-                scraped.add((o.cluster, broker))
+        for t_s, group in groupby(sorted(observations, key=attrgetter("t_s")), key=attrgetter("t_s")):
+            scraped = {}
+            for o in group:
+                broker, topic = o.labels.get("broker"), o.labels.get("topic")
+                if broker is None or o.value is None or not math.isfinite(o.value):
+                    skipped += 1
+                    continue
+                state = self._state(o.cluster, broker)
+                if o.name != LOG_SIZE_BYTES:
+                    if topic is not None:  # without: the broker-wide bean, the sum of the per-topic ones
+                        state.rates.add((topic, o.name), t_s, o.value)
+                elif topic is None or o.labels.get("partition") is None:
+                    skipped += 1
+                else:
+                    if t_s > state.t_s:  # a newer scrape replaces the broker's partitions
+                        state.t_s, state.sizes = t_s, {}
+                    state.sizes[topic, o.labels["partition"]] = o.value
+                    scraped[o.cluster, broker] = state
+            for state in scraped.values():
+                self._record(state)
+            self.now_s = max(self.now_s, t_s)
         if skipped:
             self.skipped += skipped
-            log.warning("throughput: skipped %d samples without broker/topic/partition or not finite", skipped)
+            log.warning(
+                "throughput: skipped %d samples without broker/topic/partition or not finite", skipped
+            )
         self._forget_stale()
-        bytes_in = self._per_broker(BYTES_IN)
-        for key in scraped:
-            logs = self.brokers[key]
-            stored = math.fsum(logs.sizes.values())
-            _thin_append(logs.stored, (logs.t_s, stored), self.growth_step_s)
-            if key in bytes_in:
-                _thin_append(logs.points, (logs.t_s, stored, bytes_in[key]), self.correlation_step_s)
+
+    def _state(self, cluster: str, broker: str) -> Broker:
+        state = self.brokers.get((cluster, broker))
+        if state is None:
+            state = self.brokers[cluster, broker] = Broker(CounterRates(window_s=60.0, stale_s=self.stale_s))
+        return state
+
+    def _record(self, state: Broker) -> None:
+        stored = math.fsum(state.sizes.values())
+        _thin_append(state.stored, (state.t_s, stored), self.growth_step_s)
+        bytes_in = [rate for (_, counter), rate in state.rates.rates() if counter == BYTES_IN]
+        if bytes_in:
+            _thin_append(state.points, (state.t_s, stored, math.fsum(bytes_in)), self.correlation_step_s)
 
     def _forget_stale(self) -> None:
-        self.rates.forget_stale(self.now_s)
-        for key, logs in list(self.brokers.items()):
-            if logs.t_s < self.now_s - self.stale_s:
-                logs.sizes = {}
-            _prune(logs.stored, self.now_s - self.growth_window_s)
-            _prune(logs.points, self.now_s - self.correlation_window_s)
-            if not logs.sizes and not logs.stored:
+        for key, state in list(self.brokers.items()):
+            state.rates.forget_stale(self.now_s)
+            if state.t_s < self.now_s - self.stale_s:
+                state.sizes = {}
+            _prune(state.stored, self.now_s - self.growth_window_s)
+            _prune(state.points, self.now_s - self.correlation_window_s)
+            if not (state.sizes or state.stored or state.rates.points):
                 del self.brokers[key]
-
-    def _per_broker(self, name: str) -> dict[tuple[str, str], float]:
-        totals: dict[tuple[str, str], float] = defaultdict(float)
-        for (cluster, broker, _, counter), rate in self.rates.rates():
-            if counter == name:
-                totals[cluster, broker] += rate
-        return totals
 
     def evaluate(self) -> Evaluation:
         history: list[dict] = []
@@ -200,7 +204,7 @@ class ThroughputAnalysis:
                     topics[cluster, topic][kind] += value
             logs = self.brokers.get((cluster, broker))
             if logs is not None and logs.sizes:  # else stale or never scraped: its state is unknown
-                row, broker_metrics = self._broker(cluster, broker, logs, by_topic.values())
+                row, broker_metrics = self._broker_figures(cluster, broker, logs, by_topic.values())
                 history.append(row)
                 metrics += broker_metrics
         for (cluster, topic), totals in sorted(topics.items()):
@@ -217,15 +221,15 @@ class ThroughputAnalysis:
     def _cells(self) -> dict[tuple[str, str], dict[str, dict[str, float]]]:
         """(cluster, broker) -> topic -> known values of ``in``, ``out`` (bytes/s) and ``stored`` (bytes)."""
         cells: dict = defaultdict(lambda: defaultdict(dict))
-        for (cluster, broker, topic, counter), rate in self.rates.rates():
-            cells[cluster, broker][topic]["in" if counter == BYTES_IN else "out"] = rate
-        for (cluster, broker), logs in self.brokers.items():
-            for (topic, _), size in logs.sizes.items():
-                cell = cells[cluster, broker][topic]
+        for key, state in self.brokers.items():
+            for (topic, counter), rate in state.rates.rates():
+                cells[key][topic]["in" if counter == BYTES_IN else "out"] = rate
+            for (topic, _), size in state.sizes.items():
+                cell = cells[key][topic]
                 cell["stored"] = cell.get("stored", 0.0) + size
         return cells
 
-    def _broker(self, cluster: str, broker: str, logs: BrokerLogs, cells: Iterable[dict]) -> tuple:
+    def _broker_figures(self, cluster: str, broker: str, logs: Broker, cells: Iterable[dict]) -> tuple:
         """The broker's history row (totals, growth, runway, own correlation) and its metrics."""
         stored = math.fsum(logs.sizes.values())
         totals: dict[str, float] = defaultdict(float)

@@ -52,9 +52,9 @@ def test_within_correlation_is_not_fooled_by_differences_between_brokers():
     # Each broker's throughput falls as its data grows; the big broker has more of both. Pooled raw the
     # points correlate positively (Simpson's paradox); centred per broker they are perfectly negative.
     small, big = [(0, 10), (1, 9)], [(100, 110), (101, 109)]
-    xs, ys = zip(*small, *big)
+    xs, ys = zip(*small, *big, strict=True)
     mx, my = sum(xs) / 4, sum(ys) / 4
-    raw = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    raw = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     assert raw > 0
     assert within_correlation([small, big], min_points=2) == pytest.approx(-1.0)
 
@@ -106,11 +106,13 @@ def test_a_partition_that_moved_away_stops_counting_and_a_silent_broker_is_forgo
 
 
 def test_correlation_needs_ten_points_and_sees_throughput_falling_as_data_grows():
-    analysis = ThroughputAnalysis()
-    counter = 0.0
+    analysis, at_once = ThroughputAnalysis(), ThroughputAnalysis()
+    counter, everything = 0.0, []
     for minute in range(11):  # 11 scrapes a minute apart: 10 rates from minute 1 on
         t = minute * 60.0
-        analysis.observe(scrape(t, "1", counter, 0, {"0": (100 + minute) * GB}))
+        scraped = list(scrape(t, "1", counter, 0, {"0": (100 + minute) * GB}))
+        analysis.observe(scraped)
+        everything += scraped
         counter += (10 - 0.5 * minute) * 1e6 * 60  # 10 MB/s falling by 0.5 MB/s per minute
         got = metrics_of(analysis)
         if minute < 10:
@@ -118,6 +120,9 @@ def test_correlation_needs_ten_points_and_sees_throughput_falling_as_data_grows(
     assert got["kobs_cluster_throughput_stored_correlation", "prod"] == pytest.approx(-1.0)
     row = next(r for r in analysis.evaluate().history if r["topic"] is None)
     assert row["throughput_stored_correlation"] == pytest.approx(-1.0)
+    # one micro-batch holding all scrapes, grouped by name as the pipeline hands them over: same answers
+    at_once.observe(sorted(everything, key=lambda o: o.name))
+    assert metrics_of(at_once) == got
 
 
 def test_bad_samples_are_skipped_and_counted_never_raised():
