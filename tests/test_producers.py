@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from sim_scrape import scrape_simulation
 
 from common import names
+from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.producers import BUFFER_MEMORY, ProducerAnalysis, time_to_block
 
@@ -182,3 +184,22 @@ def test_bad_input_is_skipped_and_counted_never_raised():
     )
     assert analysis.skipped == 4
     assert metrics_of(analysis)["kobs_producer_blocked", "prod", "ok"] == 0
+
+
+def test_rf1_incident_in_the_simulator_the_estimate_foresees_when_the_producer_blocks():
+    """The simulator's scenario (a), scraped once a simulated second: the estimate made at the first scrape
+    after broker 1 dies says when the simulated producer blocks."""
+    sim = Simulation(load_scenario("rf1-incident"))
+    producer = sim.producers["web-frontend"]
+    analysis = ProducerAnalysis(topics={("sim", "web-frontend"): ["orders"]})
+    estimate = estimated_at = None
+    while producer.blocked_since is None:
+        sim.advance(1.0)
+        analysis.observe(scrape_simulation(sim, analysis.inputs))
+        got = metrics_of(analysis)["kobs_producer_time_to_block_seconds", "sim", "web-frontend"]
+        if estimate is None and got < math.inf:
+            estimate, estimated_at = sim.now + got, sim.now
+    assert estimated_at == pytest.approx(31.0)  # the first scrape after the death at 30 s gave the estimate
+    # The producer blocked within a tick of the predicted time (the scenario's 30 s + 6.55 s)
+    assert producer.blocked_since == pytest.approx(estimate, abs=0.1)
+    assert estimate == pytest.approx(30 + 6.5536, abs=0.1)

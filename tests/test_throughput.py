@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from sim_scrape import scrape_simulation
 
 from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES
+from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.rates import CounterRates, increase
 from spark_jobs.throughput import ThroughputAnalysis, growth_per_day, runway_days, within_correlation
@@ -137,3 +139,20 @@ def test_bad_samples_are_skipped_and_counted_never_raised():
     )
     assert analysis.skipped == 3
     assert metrics_of(analysis)["kobs_broker_stored_bytes", "prod", "1"] == 7.0
+
+
+def test_rf1_incident_in_the_simulator_rates_stored_bytes_and_runway_match_the_scenario():
+    """Scenario (a) scraped once a simulated second until just before broker 1 dies: 16,000 records/s of
+    1 KiB into 16 partitions with replication factor 1, partition p on broker p % 3 (6 on broker 0)."""
+    sim = Simulation(load_scenario("rf1-incident"))
+    analysis = ThroughputAnalysis(disk_bytes={"sim": 1e12})
+    for _ in range(29):
+        sim.advance(1.0)
+        analysis.observe(scrape_simulation(sim, analysis.inputs))
+    got = {(name, *labels[1:]): value for (name, *labels), value in metrics_of(analysis).items()}
+    assert got["kobs_topic_bytes_in_per_second", "orders"] == pytest.approx(16_000 * 1024)
+    assert got["kobs_topic_stored_bytes", "orders"] == pytest.approx(29 * 16_000 * 1024)
+    growth_per_day = 6_000 * 1024 * 86_400
+    assert got["kobs_broker_disk_runway_days", "0"] == pytest.approx(
+        (1e12 - 29 * 6_000 * 1024) / growth_per_day
+    )
