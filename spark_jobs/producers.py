@@ -110,6 +110,7 @@ def is_blocked(waiting_threads: float, wait_ratio: float, available_bytes: float
 @dataclass
 class PartitionState:
     seen_s: float  # newest evidence about the partition
+    changed_s: float  # when its leader or ISR size last changed
     leader: int | None = None  # None: unknown (seen only in log sizes)
     isr: int | None = None
 
@@ -229,14 +230,14 @@ class ProducerAnalysis:
         )
 
     def _partition(self, o: Observation, topic: str, partition: str, name: str, value: float) -> None:
-        state = self.partitions.setdefault((o.cluster, topic, partition), PartitionState(o.t_s))
+        state = self.partitions.setdefault((o.cluster, topic, partition), PartitionState(o.t_s, o.t_s))
         if o.t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
             return  # older than what we know
         state.seen_s = max(state.seen_s, o.t_s)
-        if name == names.PARTITION_LEADER:
-            state.leader = int(value)
-        elif name == names.PARTITION_ISR:
-            state.isr = int(value)
+        field_ = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}.get(name)
+        if field_ is not None and getattr(state, field_) != int(value):
+            setattr(state, field_, int(value))
+            state.changed_s = o.t_s
 
     def _client(self, o: Observation) -> bool:
         client_id = o.labels.get("client_id")
@@ -286,14 +287,16 @@ class ProducerAnalysis:
         return offline + (under if rates.get(names.FAILED_PRODUCE_REQUESTS, 0) > 0 else [])
 
     def _update_losses(self) -> None:
+        losses = {}
         for key, _, offline, under, rates in self._topics():
-            loss = self.losses.setdefault(key, TopicLoss())
+            loss = losses[key] = self.losses.get(key, TopicLoss())
             lost = self._lost(offline, under, rates)
             if not lost:
                 loss.lost_since_s = None
                 loss.healthy_bytes_in_per_s = rates.get(names.BYTES_IN, loss.healthy_bytes_in_per_s)
             elif loss.lost_since_s is None:
-                loss.lost_since_s = min(s.seen_s for s in lost)
+                loss.lost_since_s = min(s.changed_s for s in lost)
+        self.losses = losses
 
     def _risks(self) -> list[TopicRisk]:
         risks = []

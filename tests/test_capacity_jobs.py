@@ -7,15 +7,13 @@ import math
 import uuid
 
 import pytest
-from exposition import scrape
+from stream_run import run_available_now
 from test_lag_job import produce
 
 from common import names
 from common.config import Config
 from common.contract import Batch, Event, Sample
 from peers.process import free_port
-from spark_jobs.pipeline import DerivedCollector
-from spark_jobs.stream import exporter, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -83,12 +81,7 @@ def test_throughput_and_producers_from_the_metrics_topic(spark, kafka_broker, tm
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
         }
     )
-    jobs = pipeline(config)
-    with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
-        query = start_query(spark, config, jobs, available_now=True)
-        query.awaitTermination(120)
-        assert query.exception() is None
-        metrics = scrape(f"http://{config.sinks.exporter_address}/metrics")
+    metrics = run_available_now(spark, config)
 
     orders = (("cluster", "prod"), ("topic", "orders"))
     # last minute: broker 0 at 2 MB/s, broker 1 at 5.5 MB/s (the broker-wide bean is not added again)

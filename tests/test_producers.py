@@ -135,8 +135,10 @@ def test_acks_all_traffic_under_min_isr_counts_only_while_produce_requests_fail(
     assert got["kobs_producer_time_to_block_seconds", "prod", "pay"] == math.inf
     analysis.observe(scrape(45, 1, 150))  # 10 refused produce requests/s
     got = metrics_of(analysis)
+    # 1 of 4 partitions takes no acks=all writes since its ISR shrank at 30 s: 1 MB/s for 15 s already
+    # held in the (default, not scraped) buffer
     assert got["kobs_producer_time_to_block_seconds", "prod", "pay"] == pytest.approx(
-        BUFFER_MEMORY / (rate / 4)
+        (BUFFER_MEMORY - 15 * rate / 4) / (rate / 4)
     )
 
 
