@@ -100,6 +100,7 @@ class ProducerEndpoint(_Model):
     client_id: str
     url: HttpUrl | None = None
     jmx: HostPort | None = None
+    topics: list[str] = []  # what it writes: lets broker-side evidence estimate when it blocks
 
     @model_validator(mode="after")
     def _one_source(self) -> ProducerEndpoint:
@@ -118,6 +119,7 @@ class Cluster(_Model):
     jmx: list[JmxEndpoint] = []
     exporters: list[ExporterEndpoint] = []
     producers: list[ProducerEndpoint] = []
+    broker_disk_bytes: int | None = Field(default=None, gt=0)  # each broker's log.dirs capacity, for runway
 
 
 class MetricsTopic(_Model):

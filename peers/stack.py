@@ -64,7 +64,10 @@ class EmbeddedStack:
                 "bootstrap_servers": [kafka.bootstrap],
                 "zookeeper": zookeeper.connect,
                 "exporters": [{"broker_id": b, "url": e.url} for b, e in self.simulation.brokers.items()],
-                "producers": [{"client_id": c, "url": e.url} for c, e in self.simulation.producers.items()],
+                "producers": [
+                    {"client_id": c, "url": e.url, "topics": [self.simulation.sim.producers[c].spec.topic]}
+                    for c, e in self.simulation.producers.items()
+                ],
             }
             config_path = self.run_dir / "kobs.yaml"
             config_path.write_text(

@@ -25,13 +25,19 @@ from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import KafkaSource
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
+from spark_jobs.producers import ProducerAnalysis
+from spark_jobs.throughput import ThroughputAnalysis
 
 QUERY = "stream"
 
 
 def analyses(config: Config) -> list[Analysis]:
     """Every analysis the query runs, fresh."""
-    return [LagAnalysis()]
+    return [
+        LagAnalysis(),
+        ThroughputAnalysis({c.name: c.broker_disk_bytes for c in config.clusters if c.broker_disk_bytes}),
+        ProducerAnalysis({(c.name, p.client_id): p.topics for c in config.clusters for p in c.producers}),
+    ]
 
 
 def pipeline(config: Config) -> Pipeline:
