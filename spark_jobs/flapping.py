@@ -57,7 +57,7 @@ class _Pair:
 @dataclass
 class _Cluster:
     now_s: float = -math.inf
-    brokers: set[int] = field(default_factory=set)
+    brokers: set[str] = field(default_factory=set)  # reporting or named in ISR events: a series each
 
 
 class FlappingAnalysis:
@@ -72,19 +72,21 @@ class FlappingAnalysis:
         self.horizon_s = max(window_s, clear_after_s)
         self.ledger = IsrLedger()
         self.clusters: dict[str, _Cluster] = defaultdict(_Cluster)
-        self.pairs: dict[tuple[str, str, str, int], _Pair] = {}  # (cluster, topic, partition, broker)
+        self.pairs: dict[tuple[str, str, str, str], _Pair] = {}  # (cluster, topic, partition, broker)
 
     def observe(self, observations: Iterable[Observation]) -> None:
         for o in sorted(observations, key=lambda o: o.t_s):
             cluster = self.clusters[o.cluster]
             cluster.now_s = max(cluster.now_s, o.t_s)
+            if "broker" in o.labels:
+                cluster.brokers.add(o.labels["broker"])
             if o.event is not None and (transition := self.ledger.apply(o.cluster, o.t_s, o.event)):
-                cluster.brokers |= transition.isr | transition.left
+                cluster.brokers |= {str(b) for b in transition.isr | transition.left}
                 self._flaps(transition)
 
     def _flaps(self, t: Transition) -> None:
         for broker in t.rejoined:
-            pair = self.pairs.setdefault((t.cluster, t.topic, t.partition, broker), _Pair())
+            pair = self.pairs.setdefault((t.cluster, t.topic, t.partition, str(broker)), _Pair())
             self._age(pair, t.t_s)
             pair.flaps.append(t.t_s)
             pair.last_s = t.t_s
@@ -116,7 +118,7 @@ class FlappingAnalysis:
             total = sum(flaps.values())
             cause = attribute(flaps) if flapping else "none"
             for broker in sorted(cluster.brokers):
-                labels = (name, str(broker))
+                labels = (name, broker)
                 metrics.append(Derived("kobs_isr_flapping_partitions", labels, flapping[broker]))
                 share = flaps[broker] / total if total else 0.0
                 metrics.append(Derived("kobs_isr_flap_share_ratio", labels, share))
@@ -124,7 +126,7 @@ class FlappingAnalysis:
             history += [
                 {
                     "cluster": name, "at_s": cluster.now_s, "topic": topic, "partition": partition,
-                    "broker": str(broker), "flaps": self._in_window(p, cluster.now_s), "flapping": p.flapping,
+                    "broker": broker, "flaps": self._in_window(p, cluster.now_s), "flapping": p.flapping,
                     "last_flap_s": p.last_s, "cause": cause,
                 }
                 for (_, topic, partition, broker), p in pairs.items()

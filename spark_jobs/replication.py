@@ -61,6 +61,10 @@ HISTORY_SCHEMA = pa.schema(
 )
 
 
+class _Malformed(Exception):
+    """An observation without the labels or value its name needs: skipped and counted."""
+
+
 @dataclass
 class _Partition:
     seen_s: float
@@ -105,28 +109,31 @@ class ReplicationAnalysis:
         for t_s, group in groupby(sorted(observations, key=lambda o: o.t_s), key=lambda o: o.t_s):
             touched = set()
             for o in group:
-                key = self._take(o)
-                if key is False:
+                try:
+                    key = self._take(o)
+                except _Malformed:
                     self.skipped += 1
-                elif key is not None:
+                    continue
+                if key is not None:
                     touched.add(key)
             for key in touched:
                 self._settle(key, t_s)
         if self.skipped > skipped:
             log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
 
-    def _take(self, o: Observation) -> Any:
-        """Apply one observation; the partition key it touched, None, or False when malformed."""
+    def _take(self, o: Observation) -> tuple[str, str, str] | None:
+        """Apply one observation; the partition it touched, if any."""
         cluster = self.clusters[o.cluster]
         cluster.now_s = max(cluster.now_s, o.t_s)
         if o.event is not None:
-            return self._take_event(cluster, o)
+            self._take_event(cluster, o)
+            return None
         if o.value is None or not math.isfinite(o.value):
-            return False
+            raise _Malformed
         if o.name in PARTITION_INPUTS:
             topic, partition = o.labels.get("topic"), o.labels.get("partition")
             if topic is None or partition is None:
-                return False
+                raise _Malformed
             key = (o.cluster, topic, partition)
             p = self.partitions.setdefault(key, _Partition(o.t_s))
             p.seen_s = max(p.seen_s, o.t_s)
@@ -141,12 +148,12 @@ class ReplicationAnalysis:
             return key
         if o.name == names.TOPIC_MIN_ISR:
             if "topic" not in o.labels:
-                return False
+                raise _Malformed
             self.min_isr[o.cluster, o.labels["topic"]] = int(o.value)
             return None
         broker = o.labels.get("broker")
         if broker is None:
-            return False
+            raise _Malformed
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
         if o.name == names.ACTIVE_CONTROLLER:
             cluster.controller_gauge[broker] = o.value
@@ -157,19 +164,18 @@ class ReplicationAnalysis:
             cluster.unclean_counters[broker] = o.value
         return None
 
-    def _take_event(self, cluster: _Cluster, o: Observation) -> Any:
+    def _take_event(self, cluster: _Cluster, o: Observation) -> None:
         if o.name == "controller_change":
             controller = o.event.get("controller_id")
             if not isinstance(controller, int):
-                return False
+                raise _Malformed
             cluster.controller_event = controller
-            return None
+            return
         transition = self.ledger.apply(o.cluster, o.t_s, o.event)
         if transition is not None:
             cluster.isr_brokers |= {str(b) for b in transition.isr | transition.left}
             cluster.isr_changes[transition.topic, transition.change] += 1
             cluster.unclean_from_events += transition.unclean
-        return None
 
     def _settle(self, key: tuple[str, str, str], t_s: float) -> None:
         p = self.partitions[key]
