@@ -137,6 +137,18 @@ class Intervals(_Model):
     producers_s: Seconds = 15.0
 
 
+class Flapping(_Model):
+    """A broker flaps in an ISR at ``flaps`` rejoins within ``window_s``; cleared after a quiet spell."""
+
+    flaps: int = Field(default=3, ge=1)
+    window_s: Seconds = 600.0
+    clear_after_s: Seconds = 900.0
+
+
+class Analytics(_Model):
+    flapping: Flapping = Flapping()
+
+
 class Sinks(_Model):
     run_dir: Path = Path("var")
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
@@ -164,6 +176,7 @@ class Config(_Model):
     clusters: list[Cluster] = Field(min_length=1)
     metrics_topic: MetricsTopic = MetricsTopic()
     intervals: Intervals = Intervals()
+    analytics: Analytics = Analytics()
     sinks: Sinks = Sinks()
 
     @model_validator(mode="after")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 # Consumer-group status codes (``kobs_consumergroup_status``), ordered by severity so max() is the worst.
 GROUP_STATUS = {"OK": 0, "WARN": 1, "REWIND": 2, "STALL": 3, "STOP": 4, "ERR": 5}
+# Why ISRs flap (``kobs_cluster_isr_flapping_cause``): nothing flaps, one broker behind most flaps, many.
+FLAPPING_CAUSE = {"none": 0, "one_broker": 1, "many_brokers": 2}
 
 
 @dataclass(frozen=True)
@@ -107,11 +109,31 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "kobs_isr_flapping_partitions",
         "gauge",
         "cluster broker",
-        "Partitions the broker left and rejoined the ISR of at least 3 times in the last 10 minutes.",
+        "Partitions the broker left and rejoined the ISR of at least 3 times in the last 10 minutes "
+        "(analytics.flapping), until 15 minutes pass without a rejoin.",
+    ),
+    _m(
+        "kobs_isr_flap_share_ratio",
+        "gauge",
+        "cluster broker",
+        "The broker's share (0..1) of the cluster's ISR rejoins in the last 15 minutes; 0 if none.",
+    ),
+    _m(
+        "kobs_cluster_isr_flapping_cause",
+        "gauge",
+        "cluster",
+        "Why ISRs flap, as a code of FLAPPING_CAUSE: 0 none, 1 one broker behind most flaps, "
+        "2 many brokers at once.",
     ),
     # Brokers and controller.
     _m(
         "kobs_broker_up", "gauge", "cluster broker", "1 while the broker is registered and reporting, else 0."
+    ),
+    _m(
+        "kobs_broker_out_of_isr_partitions",
+        "gauge",
+        "cluster broker",
+        "Partitions whose ISR the broker was seen leaving and has not rejoined.",
     ),
     _m(
         "kobs_cluster_active_controllers",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.metrics import GROUP_STATUS
+from common.metrics import FLAPPING_CAUSE, GROUP_STATUS
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,11 @@ CLUSTER_HEALTH = DashboardSpec(
                     for state, what in PARTITION_STATES
                 ),
                 Panel(
+                    "Partitions each broker is out of the ISR of",
+                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *C),
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
                     "Replication factor by topic",
                     by("cluster, topic", "min", "kobs_topic_replication_factor", *CT),
                     legend="{{cluster}}/{{topic}}",
@@ -136,6 +141,18 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Flapping partitions by broker",
                     by("cluster, broker", "sum", "kobs_isr_flapping_partitions", *C),
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Why ISRs flap",
+                    by("cluster", "max", "kobs_cluster_isr_flapping_cause", *C),
+                    stat=True,
+                    mappings=FLAPPING_CAUSE,
+                ),
+                Panel(
+                    "Share of ISR flaps by broker",
+                    by("cluster, broker", "max", "kobs_isr_flap_share_ratio", *C),
+                    unit="percentunit",
                     legend="{{cluster}} broker {{broker}}",
                 ),
             ),

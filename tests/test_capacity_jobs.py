@@ -7,8 +7,7 @@ import math
 import uuid
 
 import pytest
-from stream_run import run_available_now
-from test_lag_job import produce
+from stream_run import produce, run_available_now
 
 from common import names
 from common.config import Config

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from confluent_kafka import Producer
-from exposition import scrape
+from stream_run import run_once
 
-from common.config import Config
-from common.contract import Batch, Sample, encode
+from common.contract import Batch, Sample
 from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
-from peers.process import free_port
-from spark_jobs.pipeline import DerivedCollector
-from spark_jobs.stream import exporter, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -31,30 +24,8 @@ def offsets_batch(ts_ms: int, end: int, committed: int) -> Batch:
     return Batch("prod", "admin/offsets", ts_ms, samples)
 
 
-def produce(bootstrap: str, topic: str, batches: list[Batch]) -> None:
-    """One record per Kafka batch (tansu reports the end offset as the last batch's first offset + 1)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
-    for batch in batches:
-        producer.produce(topic, encode(batch), key=batch.key)
-    assert producer.flush(10) == 0
-
-
 def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
-    topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    produce(kafka_broker.bootstrap, topic, [offsets_batch(*scrape_) for scrape_ in SCRAPES])
-    config = Config.model_validate(
-        {
-            "clusters": [{"name": "prod", "bootstrap_servers": [kafka_broker.bootstrap]}],
-            "metrics_topic": {"name": topic},
-            "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
-        }
-    )
-    jobs = pipeline(config)
-    with exporter(config.sinks.exporter_address, DerivedCollector(jobs)):
-        query = start_query(spark, config, jobs, available_now=True)
-        query.awaitTermination(120)
-        assert query.exception() is None
-        metrics = scrape(f"http://{config.sinks.exporter_address}/metrics")
+    metrics = run_once(spark, kafka_broker.bootstrap, [offsets_batch(*s) for s in SCRAPES], tmp_path)
 
     partition = (("cluster", "prod"), ("group", "billing"), ("partition", "0"), ("topic", "orders"))
     group = (("cluster", "prod"), ("group", "billing"))
