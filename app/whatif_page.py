@@ -72,7 +72,6 @@ def show_failure(hw: Hardware, wl: Workload) -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="Kafka Observatory — what if", layout="wide")
     st.title("What if")
     try:
         hw, wl = Hardware(**hardware_inputs()), Workload(**workload_inputs())
