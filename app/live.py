@@ -86,19 +86,21 @@ def group_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     codes = table["status"].fillna(-1)
     table["status"] = codes.map(lambda c: STATUS_NAME.get(int(c), "unknown"))
     table["catch-up ETA"] = table["eta_s"].map(lambda s: duration_text(None if pd.isna(s) else s))
+    if "critical" in table:
+        table["critical"] = table["critical"].fillna(0) >= 1
     table["_order"] = -codes
     return table.sort_values(["_order", "cluster", "group"]).drop(columns=["_order", "eta_s"])
 
 
 def lag_timeline(history: pd.DataFrame) -> pd.DataFrame:
-    """Lag history rows (spark_jobs/lag.py) summed per group and evaluation time: ``time`` (datetime),
+    """Lag history rows (spark_jobs/lag.py) summed per group and evaluation time: ``time`` (Unix s),
     ``group``, ``lag_messages`` (sum over partitions), ``lag_seconds`` (worst partition)."""
     if history.empty:
         return pd.DataFrame(columns=["time", "group", "lag_messages", "lag_seconds"])
     per_time = history.groupby(["cluster", "group", "at_s"], as_index=False).agg(
         lag_messages=("lag_messages", "sum"), lag_seconds=("lag_seconds", "max")
     )
-    per_time["time"] = pd.to_datetime(per_time["at_s"], unit="s")
+    per_time = per_time.rename(columns={"at_s": "time"})
     return per_time[["time", "group", "lag_messages", "lag_seconds"]].sort_values(["group", "time"])
 
 

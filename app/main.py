@@ -13,14 +13,20 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs this file as a script
 
 HERE = Path(__file__).parent
-PAGES = {
+
+
+def page(script: str, title: str, icon: str, **options) -> st.Page:
+    return st.Page(HERE / script, title=title, icon=f":material/{icon}:", **options)
+
+
+PAGES = {  # URL paths: / (health), /lag, /throughput, /producers, /whatif
     "Live": [
-        st.Page(HERE / "pages" / "health.py", title="Cluster health", icon="🩺", default=True),
-        st.Page(HERE / "pages" / "lag.py", title="Consumer lag", icon="⏳"),
-        st.Page(HERE / "pages" / "throughput.py", title="Throughput vs stored data", icon="📈"),
-        st.Page(HERE / "pages" / "producers.py", title="Producers", icon="🚦"),
+        page("pages/health.py", "Cluster health", "monitor_heart", default=True),
+        page("pages/lag.py", "Consumer lag", "hourglass_top"),
+        page("pages/throughput.py", "Throughput vs stored data", "scatter_plot"),
+        page("pages/producers.py", "Producers", "traffic"),
     ],
-    "Plan": [st.Page(HERE / "whatif_page.py", title="What if", icon="🧮")],
+    "Plan": [page("whatif_page.py", "What if", "calculate", url_path="whatif")],
 }
 
 st.set_page_config(page_title="Kafka Observatory", layout="wide")

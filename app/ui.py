@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import altair as alt
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import CONFIG_ENV, live
 from app.prometheus import PrometheusClient, PrometheusUnavailable
@@ -65,5 +67,20 @@ def step_for(seconds: float) -> float:
     return max(5.0, seconds / 120)
 
 
-def to_datetime(frame: pd.DataFrame, column: str = "time") -> pd.DataFrame:
-    return frame.assign(**{column: pd.to_datetime(frame[column], unit="s")})
+def timeline(
+    frame: pd.DataFrame,
+    y: str,
+    color: str,
+    where: DeltaGenerator | None = None,
+    window_s: float | None = None,
+) -> None:
+    """A line per ``color`` over ``time`` (Unix seconds), with points so that short series show; the time
+    axis spans the last ``window_s`` seconds when given, else the data."""
+    data = frame.assign(time=pd.to_datetime(frame["time"], unit="s"))
+    scale = alt.Undefined
+    if window_s:
+        now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+        scale = alt.Scale(domain=[(now - pd.Timedelta(seconds=window_s)).isoformat(), now.isoformat()])
+    x = alt.X("time:T", scale=scale)
+    chart = alt.Chart(data).mark_line(point=True).encode(x=x, y=f"{y}:Q", color=f"{color}:N")
+    (where or st).altair_chart(chart, width="stretch")

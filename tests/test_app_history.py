@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from app_data import write_batch
 
 from app.history import batch_ids, read_history
-
-
-def write_batch(history: Path, table: str, batch_id: int, rows: dict, committed: bool = True) -> None:
-    """A batch as Spark lays it out: part files under batch_id=N, and _SUCCESS once committed."""
-    where = history / table / f"batch_id={batch_id}"
-    where.mkdir(parents=True)
-    pq.write_table(pa.table(rows), where / "part-00000.parquet")
-    if committed:
-        (where / "_SUCCESS").touch()
 
 
 def test_missing_or_empty_table_reads_as_no_rows(tmp_path):

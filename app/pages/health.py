@@ -4,6 +4,7 @@ whether the pipeline feeding all this is alive."""
 from __future__ import annotations
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from app import live, ui
@@ -66,9 +67,10 @@ def flapping(prom: PrometheusClient) -> None:
         return
     left, right = st.columns(2)
     left.caption("Flapping partitions per broker (left and rejoined the ISR ≥ 3 times in 10 min)")
-    left.line_chart(ui.to_datetime(flaps), x="time", y="value", color="broker")
+    ui.timeline(flaps, "value", "broker", left, seconds)
     right.caption("ISR changes per step, by kind")
-    chart = alt.Chart(ui.to_datetime(changes)).mark_bar().encode(x="time:T", y="value:Q", color="change:N")
+    changes["time"] = pd.to_datetime(changes["time"], unit="s")
+    chart = alt.Chart(changes).mark_bar().encode(x="time:T", y="value:Q", color="change:N")
     right.altair_chart(chart, width="stretch")
 
 

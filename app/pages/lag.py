@@ -50,7 +50,7 @@ def history(config: Config) -> None:
         return
     timeline = live.lag_timeline(rows)
     unit = st.radio("Lag in", ["messages", "seconds"], horizontal=True, key="lag_unit")
-    st.line_chart(timeline, x="time", y=f"lag_{unit}", color="group")
+    ui.timeline(timeline, f"lag_{unit}", "group")
     group = st.selectbox("Partitions of group", sorted(rows["group"].unique()), key="lag_group")
     newest = rows[(rows["batch_id"] == rows["batch_id"].max()) & (rows["group"] == group)]
     newest = newest.assign(partition=newest["partition"].astype(int)).sort_values(["topic", "partition"])

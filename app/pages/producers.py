@@ -38,7 +38,7 @@ def render(config: Config, prom: PrometheusClient) -> None:
     if history.empty:
         st.info("No buffer history in this window yet.")
         return
-    st.line_chart(ui.to_datetime(history), x="time", y="value", color="client_id")
+    ui.timeline(history, "value", "client_id", window_s=seconds)
 
 
 ui.live_page("Producers", render)
