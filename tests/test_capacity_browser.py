@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from app_data import SERIES, write_config, write_history
 from derived_exporter import DerivedExporter
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from app.serve import app_env, streamlit_argv
 from peers.process import ManagedProcess, free_port, http_ready
@@ -23,12 +23,12 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 # Streamlit shows a skeleton while a table's or chart's code loads; none left means everything drew.
 RENDERED = "() => !document.querySelector('[data-testid=\"stSkeleton\"]')"
-# Page URL path -> text that appears once the page has rendered its live data.
+# Page (sidebar link, screenshot name) -> text that appears once the page has rendered its live data.
 LIVE_PAGES = {
-    "": "Topics in trouble: orders",
-    "lag": "Lag over time",
-    "throughput": "throughput falls as stored data grows (r = -1.00)",
-    "producers": "c1/web: send() is blocking now",
+    ("Cluster health", "health"): "Topics in trouble: orders",
+    ("Consumer lag", "lag"): "Lag over time",
+    ("Throughput vs stored data", "throughput"): "throughput falls as stored data grows (r = -1.00)",
+    ("Producers", "producers"): "c1/web: send() is blocking now",
 }
 
 
@@ -62,17 +62,24 @@ def page():
             browser.close()
 
 
+def open_page(page: Page, title: str) -> None:
+    """Follow the sidebar link, as a person would."""
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+
+
 def test_browser_opens_every_live_page_with_its_data(app_url, page):
-    for path, text in LIVE_PAGES.items():
-        page.goto(app_url + path)
+    page.goto(app_url)
+    for (title, name), text in LIVE_PAGES.items():
+        open_page(page, title)
         # A fresh server's first paint is blank: wait for the live data to render.
         page.get_by_text(text).first.wait_for(timeout=30_000)
         page.wait_for_function(RENDERED, timeout=30_000)  # tables and charts load after the text
-        page.screenshot(path=ARTIFACTS / f"live-{path or 'health'}.png", full_page=True)
+        page.screenshot(path=ARTIFACTS / f"live-{name}.png", full_page=True)
 
 
 def test_browser_changes_what_if_inputs_and_sees_the_result(app_url, page):
-    page.goto(app_url + "whatif")
+    page.goto(app_url)
+    open_page(page, "What if")
     page.get_by_text("produce: producer NIC; consume: consumer NIC").wait_for(timeout=30_000)
     page.screenshot(path=ARTIFACTS / "whatif-throughput.png", full_page=True)
 
@@ -87,5 +94,6 @@ def test_browser_changes_what_if_inputs_and_sees_the_result(app_url, page):
     replication = page.get_by_label("Replication factor", exact=True)
     replication.fill("4")
     replication.press("Enter")
-    page.get_by_text("use at most 3").wait_for(timeout=30_000)
+    failure_tab = page.get_by_role("tabpanel", name="Broker failure")
+    failure_tab.get_by_text("4 is outside 1..3 (the number of brokers) — use 1..3").wait_for(timeout=30_000)
     page.screenshot(path=ARTIFACTS / "whatif-bad-input.png", full_page=True)
