@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from app_data import SERIES, write_config, write_history
+from browser import RENDERED, browser_page, open_page
 from derived_exporter import DerivedExporter
-from playwright.sync_api import Page, sync_playwright
 
 from app.serve import app_env, streamlit_argv
 from peers.process import ManagedProcess, free_port, http_ready
@@ -17,12 +17,6 @@ from peers.prometheus import Prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "var" / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]  # fmt: skip
-# Streamlit shows a skeleton while a table's or chart's code loads; none left means everything drew.
-RENDERED = "() => !document.querySelector('[data-testid=\"stSkeleton\"]')"
 # Page (sidebar link, screenshot name) -> text that appears once the page has rendered its live data.
 LIVE_PAGES = {
     ("Cluster health", "health"): "Topics in trouble: orders",
@@ -54,17 +48,8 @@ def app_url(tmp_path_factory):
 @pytest.fixture(scope="module")
 def page():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1800})
-        finally:
-            browser.close()
-
-
-def open_page(page: Page, title: str) -> None:
-    """Follow the sidebar link, as a person would."""
-    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    with browser_page() as page:
+        yield page
 
 
 def test_browser_opens_every_live_page_with_its_data(app_url, page):
