@@ -30,9 +30,9 @@ class PrometheusClient:
         """The current value of every series ``expr`` returns."""
         return vector_frame(self._get("query", {"query": expr}))
 
-    def range(self, expr: str, seconds: float, step_s: float, end: float | None = None) -> pd.DataFrame:
-        """``expr`` evaluated every ``step_s`` over the last ``seconds`` (up to ``end``, default now)."""
-        end = time.time() if end is None else end
+    def range(self, expr: str, seconds: float, step_s: float) -> pd.DataFrame:
+        """``expr`` evaluated every ``step_s`` over the last ``seconds``."""
+        end = time.time()
         params = {"query": expr, "start": end - seconds, "end": end, "step": step_s}
         return matrix_frame(self._get("query_range", params))
 

@@ -4,6 +4,8 @@ exporter (tests/derived_exporter.py) and Parquet history written here; also Prom
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -151,3 +153,16 @@ def test_client_reports_a_bad_query_and_returns_infinity_as_never(prometheus):
     assert math.isinf(runway.loc[runway["broker"] == "2", "value"].item())
     with pytest.raises(PrometheusUnavailable, match=r"refused 'sum by \(': .*parse error"):
         client.instant("sum by (")
+
+
+def test_a_bad_configuration_is_one_line_in_the_page_and_in_kobs_app(tmp_path, monkeypatch):
+    bad = tmp_path / "kobs.yaml"
+    bad.write_text("clusters: []\napp: {prometheus_url: localhost:9090}\n")
+    monkeypatch.setenv("KOBS_CONFIG", str(bad))
+    at = AppTest.from_file(MAIN, default_timeout=30).run()
+    assert len(at.error) == 1 and at.error[0].value.startswith(f"config error in {bad}: ")
+    done = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "app", "--config", str(bad)], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith(f"kobs: config error in {bad}: ")
+    assert len(done.stderr.strip().splitlines()) == 1
