@@ -1,14 +1,15 @@
 """Streamlit what-if page: every question of the shared capacity model, one tab each.
 
 Throughput and a change to compare (brokers, replication factor, acks), sizing and traffic growth, broker
-failure against the placement (offline and under-min-ISR partitions, blocking producers, stalled group
-members), placement, consumer-group sizing and coordinator, quota allocation. All numbers come from
-``app.capacity`` and ``common.placement``; bad input is one message naming the field.
+failure against Kafka's placement or a live topic's (offline and under-min-ISR partitions, blocking
+producers, stalled group members), placement, consumer-group sizing and coordinator, quota allocation.
+All numbers come from ``app.capacity`` and ``common.placement``; bad input is one message naming the field.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import streamlit as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs this file as a script
 
+from app import ui
 from app.capacity.failure import Producer, lose_brokers, stalled_members
 from app.capacity.model import ACKS, MIB, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import allocate, parse_load
 from app.capacity.sizing import Demand, grow, size
+from app.cluster import live_placement
 from common.placement import Assignment, assign_replicas, coordinator_partition, range_assign
 
 HW, WL, DEMAND = Hardware(), Workload(), Demand()
@@ -112,9 +115,24 @@ def show_sizing(hw: Hardware, wl: Workload) -> None:
     st.bar_chart(use, horizontal=True)
 
 
-def show_failure(hw: Hardware, wl: Workload, assignment: Assignment) -> None:
+def failure_placement(placed: Callable[[], Assignment]) -> Assignment:
+    """The placement to break: Kafka's algorithm on the sidebar's numbers, or a live topic's."""
+    source = st.radio("Placement", ["from the sidebar", "of a live topic"], horizontal=True, key="source")
+    if source == "from the sidebar":
+        return placed()
+    clusters = {c.name: c for c in ui.settings().clusters}
+    cols = st.columns(2)
+    topics = live_placement(clusters[cols[0].selectbox("Cluster", list(clusters), key="cluster")])
+    if not topics:
+        raise CapacityError("topic", "the cluster has no topics yet")
+    return topics[cols[1].selectbox("Topic", list(topics), key="topic")]
+
+
+def show_failure(wl: Workload, assignment: Assignment) -> None:
+    brokers = sorted({b for replicas in assignment.values() for b in replicas})
     cols = st.columns(4)
-    lost = cols[0].multiselect("Brokers that die", list(range(hw.brokers)), default=[0], key="lost")
+    # No key: another placement's brokers make a new widget, with the first broker chosen again.
+    lost = cols[0].multiselect("Brokers that die", brokers, default=brokers[:1])
     min_isr = cols[1].number_input("min.insync.replicas", min_value=0, value=1, key="min_isr")
     rate = cols[2].number_input("Producer MiB/s over all partitions", value=1.0, key="rate")
     keyed = cols[3].toggle("Keyed records", value=True, key="keyed")
@@ -192,7 +210,7 @@ def main() -> None:
     questions = {
         "Throughput": lambda: show_throughput(hw, wl),
         "Sizing and growth": lambda: show_sizing(hw, wl),
-        "Broker failure": lambda: show_failure(hw, wl, placed()),
+        "Broker failure": lambda: show_failure(wl, failure_placement(placed)),
         "Placement": lambda: show_placement(placed()),
         "Consumer group": lambda: show_group(wl),
         "Quota": show_quota,

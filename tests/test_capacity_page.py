@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
 from streamlit.testing.v1 import AppTest
+
+from peers.process import free_port
+from peers.stack import create_topic
 
 PAGE = str(Path(__file__).resolve().parents[1] / "app" / "whatif_page.py")
 COMPARE, PLACEMENT = 0, 1  # tables in tab order: throughput's comparison, the placement
@@ -43,6 +48,10 @@ def test_zero_brokers_is_a_clear_message():
     assert at.error and "brokers: must be greater than 0" in at.error[0].value
 
 
+def lost_brokers(at: AppTest):
+    return next(m for m in at.multiselect if m.label == "Brokers that die")
+
+
 def markdown_after(at: AppTest, prefix: str) -> str:
     return next(m.value for m in at.markdown if m.value.startswith(prefix))
 
@@ -77,7 +86,7 @@ def test_losing_two_of_three_replicas_blocks_acks_all_producers_only():
     # RF 3, min.insync.replicas 2, two brokers die: every partition keeps one replica, so it is under min
     # ISR but online; acks=all batches are refused and pile up: 32 MiB at 1 MiB/s = 32.0 s.
     at = run(rf=3)
-    at.multiselect(key="lost").set_value([0, 1])
+    lost_brokers(at).set_value([0, 1])
     at.number_input(key="min_isr").set_value(2)
     at.selectbox(key="acks").set_value("all").run()
     assert any("Under min ISR: **[0, 1, 2, 3, 4, 5]**" in m.value for m in at.markdown)
@@ -126,3 +135,34 @@ def test_quota_follows_ckafkas_rules_and_refuses_a_malformed_broker():
     assert [e.value for e in at.error] == [
         "broker: '0=four:60': write it like 1=12:35.5 (ID=PARTITIONS:TRAFFIC_MBPS)"
     ]
+
+
+def use_cluster(bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's configuration: one cluster ``c1`` at ``bootstrap``."""
+    config = tmp_path / "kobs.yaml"
+    config.write_text(yaml.safe_dump({"clusters": [{"name": "c1", "bootstrap_servers": [bootstrap]}]}))
+    monkeypatch.setenv("KOBS_CONFIG", str(config))
+
+
+@pytest.mark.peers
+def test_broker_failure_against_a_live_topics_placement(kafka_broker, tmp_path, monkeypatch):
+    # tansu is one node (id 111) holding every replica: losing it takes every partition offline, and a keyed
+    # producer's 1 MiB/s all piles up in its 32 MiB buffer: 32.0 s.
+    create_topic(kafka_broker.bootstrap, "whatif-live", 3)
+    use_cluster(kafka_broker.bootstrap, tmp_path, monkeypatch)
+    at = run()
+    at.radio(key="source").set_value("of a live topic").run()
+    at.selectbox(key="topic").set_value("whatif-live").run()
+    assert lost_brokers(at).value == [111]
+    assert any("Offline partitions: **[0, 1, 2]**" in m.value for m in at.markdown)
+    assert "send() blocks after 32.0 s" in markdown_after(at, "<div id='verdict'>")
+
+
+def test_an_unreachable_cluster_is_one_message_in_the_failure_tab(tmp_path, monkeypatch):
+    address = f"127.0.0.1:{free_port()}"
+    use_cluster(address, tmp_path, monkeypatch)
+    at = run()
+    at.radio(key="source").set_value("of a live topic").run()
+    (error,) = at.error
+    assert error.value.startswith(f"cluster: c1: no metadata from {address} (")
+    assert error.value.endswith("— is the cluster reachable?")
