@@ -86,11 +86,11 @@ def write_history(history: Path) -> None:
         )
 
 
-def write_config(path: Path, prometheus_url: str, run_dir: Path) -> Path:
+def write_config(path: Path, prometheus_url: str, run_dir: Path, refresh_s: float = 60) -> Path:
     doc = {
         "clusters": [{"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"]}],
         "sinks": {"run_dir": str(run_dir)},
-        "app": {"prometheus_url": prometheus_url, "refresh_s": 60},
+        "app": {"prometheus_url": prometheus_url, "refresh_s": refresh_s},
     }
     path.write_text(yaml.safe_dump(doc))
     return path

@@ -17,6 +17,7 @@ from peers.prometheus import Prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "var" / "artifacts"
+REFRESH_S = 2
 # Page (sidebar link, screenshot name) -> text that appears once the page has rendered its live data.
 LIVE_PAGES = {
     ("Cluster health", "health"): "Topics in trouble: orders",
@@ -27,19 +28,23 @@ LIVE_PAGES = {
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
+def exporter():
+    with DerivedExporter(series=dict(SERIES)) as exporter:
+        yield exporter
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory, exporter):
     run_dir = tmp_path_factory.mktemp("app")
     write_history(run_dir / "history")
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    with (
-        DerivedExporter(series=SERIES) as exporter,
-        Prometheus(run_dir / "prom", {"kobs-exporter": [exporter.address]}) as prom,
-    ):
+    with Prometheus(run_dir / "prom", {"kobs-exporter": [exporter.address]}) as prom:
         deadline = time.monotonic() + 30
         while len(prom.query("kobs_broker_up")) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
-        env = {"PYTHONPATH": str(ROOT), **app_env(write_config(run_dir / "kobs.yaml", prom.url, run_dir))}
+        config = write_config(run_dir / "kobs.yaml", prom.url, run_dir, refresh_s=REFRESH_S)
+        env = {"PYTHONPATH": str(ROOT), **app_env(config)}
         ready = http_ready(url + "_stcore/health")
         with ManagedProcess("streamlit", streamlit_argv(port), run_dir, ready, env, 60):
             yield url
@@ -82,3 +87,11 @@ def test_browser_changes_what_if_inputs_and_sees_the_result(app_url, page):
     failure_tab = page.get_by_role("tabpanel", name="Broker failure")
     failure_tab.get_by_text("4 is outside 1..3 (the number of brokers) — use 1..3").wait_for(timeout=30_000)
     page.screenshot(path=ARTIFACTS / "whatif-bad-input.png", full_page=True)
+
+
+def test_live_pages_refresh_on_their_own(app_url, page, exporter):
+    page.goto(app_url)
+    page.get_by_text("2 / 3").wait_for(timeout=30_000)
+    exporter.series["kobs_broker_up"] = [({"broker": b}, 1) for b in ("1", "2", "3")]  # broker 2 is back
+    # No reload: Prometheus scrapes every second and the page re-runs every REFRESH_S seconds.
+    page.get_by_text("3 / 3").wait_for(timeout=30_000)
