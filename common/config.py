@@ -172,12 +172,20 @@ class Sinks(_Model):
         return self.run_dir / "checkpoints"
 
 
+class App(_Model):
+    """Where the Streamlit app reads live state, and how often its pages refresh."""
+
+    prometheus_url: HttpUrl = "http://127.0.0.1:9090"
+    refresh_s: Seconds = 10.0
+
+
 class Config(_Model):
     clusters: list[Cluster] = Field(min_length=1)
     metrics_topic: MetricsTopic = MetricsTopic()
     intervals: Intervals = Intervals()
     analytics: Analytics = Analytics()
     sinks: Sinks = Sinks()
+    app: App = App()
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
@@ -267,7 +275,7 @@ def _all_keys() -> set[str]:
     keys: set[str] = set()
     for model in (Config, Cluster, Security, JmxEndpoint, ExporterEndpoint, ProducerEndpoint, MetricsTopic):
         keys.update(model.model_fields)
-    keys.update(Intervals.model_fields, Sinks.model_fields)
+    keys.update(Intervals.model_fields, Sinks.model_fields, App.model_fields)
     return keys
 
 

@@ -47,11 +47,22 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
 }
 
 
-class DerivedExporter:
-    """One series per metric (labels from LABEL_VALUES) on 127.0.0.1; ``values`` may change at any time."""
+Value = float | Callable[[], float]
 
-    def __init__(self, values: dict[str, float | Callable[[], float]] | None = None):
+
+class DerivedExporter:
+    """One series per metric (labels from LABEL_VALUES) on 127.0.0.1; ``values`` may change at any time.
+
+    ``series`` replaces a metric's one series by several: a list of (label overrides, value) each.
+    """
+
+    def __init__(
+        self,
+        values: dict[str, Value] | None = None,
+        series: dict[str, list[tuple[dict[str, str], Value]]] | None = None,
+    ):
         self.values = {name: 0.0 for name in SERVED} | HEALTHY | (values or {})
+        self.series = series or {}
         self.port = free_port()
         self._server = None
 
@@ -62,11 +73,12 @@ class DerivedExporter:
     def collect(self) -> Iterator[Metric]:
         for name, metric in SERVED.items():
             family = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
-            value = self.values[name]
             sample = family(name, metric.help, labels=metric.labels)
-            sample.add_metric(
-                [LABEL_VALUES[label] for label in metric.labels], value() if callable(value) else value
-            )
+            for overrides, value in self.series.get(name, [({}, self.values[name])]):
+                labels = LABEL_VALUES | overrides
+                sample.add_metric(
+                    [labels[label] for label in metric.labels], value() if callable(value) else value
+                )
             yield sample
 
     def __enter__(self) -> DerivedExporter:
