@@ -12,7 +12,7 @@ import threading
 import time
 
 from collectors.publisher import Publisher, PublisherStats
-from collectors.scheduler import JMX_UNAVAILABLE, Job, Scheduler, build_jobs
+from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
 from common.config import Config
 
@@ -23,18 +23,16 @@ ERROR_WIDTH = 120
 
 
 def run_collect(config: Config, once: bool) -> int:
-    jobs, skipped = build_jobs(config)
+    jobs = build_jobs(config)
     publisher = Publisher.from_config(config).start()
     metrics = SelfMetrics(publisher, [job.label for job in jobs])
-    for label in skipped:
-        metrics.errors.labels(label, "unavailable").inc()
     scheduler = Scheduler(jobs, publisher, metrics)
     stop = threading.Event()
     if once:
         scheduler.run(stop, once=True)
         delivered = _flush(publisher, FLUSH_S)
         publisher.close(timeout_s=0)
-        print(summary(jobs, skipped, publisher.stats, delivered))
+        print(summary(jobs, publisher.stats, delivered))
         return 0 if any(job.succeeded for job in jobs) else 1
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -60,12 +58,11 @@ def _flush(publisher: Publisher, timeout_s: float) -> bool:
     return False
 
 
-def summary(jobs: list[Job], skipped: list[str], stats: PublisherStats, delivered: bool) -> str:
+def summary(jobs: list[Job], stats: PublisherStats, delivered: bool) -> str:
     failed = sum(1 for job in jobs if not job.succeeded)
-    width = max(len(label) for label in [job.label for job in jobs] + skipped)
+    width = max(len(job.label) for job in jobs)
     lines = [
-        f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed, "
-        f"{len(skipped)} skipped",
+        f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed",
         f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  errors",
     ]
     for job in jobs:
@@ -76,7 +73,6 @@ def summary(jobs: list[Job], skipped: list[str], stats: PublisherStats, delivere
         lines.append(
             f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {errors}".rstrip()
         )
-    lines += [f"  {label:<{width}}  {'skipped':<7}  {'':>7}  {'':>6}  {JMX_UNAVAILABLE}" for label in skipped]
     lines.append(_totals(stats, delivered))
     return "\n".join(lines)
 

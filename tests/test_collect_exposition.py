@@ -7,7 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from collectors.exposition import DEFAULT_MAPPING, ExpositionSource
+from collectors.exposition import ExpositionSource
+from collectors.mapping import DEFAULT_MAPPING
 from common import names
 from common.contract import decode, encode
 from peers.process import free_port
