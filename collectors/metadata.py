@@ -2,7 +2,9 @@
 
 Each scrape emits per-partition replica/ISR counts and leader, and diffs the partition states against the
 previous scrape into ``isr_change`` events (:mod:`collectors.isr`). The Admin API does not report leader
-epochs, so these events carry ``leader_epoch`` -1. The first scrape only sets the baseline.
+epochs, so these events carry ``leader_epoch`` -1. The first scrape only sets the baseline. Each topic's
+``min.insync.replicas`` (its own or the broker default, from ``describe_configs`` in batches of
+``CONFIGS_CHUNK`` topics) is a sample too; a topic whose config does not list it gets none.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import TopicCollection
-from confluent_kafka.admin import AdminClient, TopicDescription
+from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicDescription
 
 from collectors.admin import admin_client, partitions, wait_all
 from collectors.isr import PartitionKey, PartitionState, diff_states
@@ -21,6 +23,8 @@ from common.config import Cluster
 from common.contract import Batch, Sample
 
 SOURCE = "admin/metadata"
+MIN_ISR = "min.insync.replicas"
+CONFIGS_CHUNK = 1_000  # topics per describe_configs request
 
 
 def partition_states(descriptions: Iterable[TopicDescription]) -> dict[PartitionKey, PartitionState]:
@@ -47,6 +51,15 @@ def metadata_samples(states: Mapping[PartitionKey, PartitionState]) -> list[Samp
     return samples
 
 
+def min_isr_samples(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> list[Sample]:
+    """``min.insync.replicas`` per topic, from ``describe_configs`` results keyed by topic name."""
+    return [
+        Sample(names.TOPIC_MIN_ISR, {"topic": topic}, int(config[MIN_ISR].value))
+        for topic, config in sorted(configs.items())
+        if MIN_ISR in config and config[MIN_ISR].value is not None
+    ]
+
+
 class MetadataSource:
     """``describe_topics`` of one cluster, diffed scrape to scrape; never raises for a cluster fault."""
 
@@ -71,5 +84,13 @@ class MetadataSource:
         # keep the baseline of topics that failed to describe, so that their next change is still seen
         failed = {k: v for k, v in (self._last or {}).items() if k[0] in futures and k[0] not in described}
         self._last = states | failed
-        samples = metadata_samples(states)
+        samples = metadata_samples(states) + min_isr_samples(self._configs(topics, deadline, errors))
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples), tuple(events)), errors)
+
+    def _configs(self, topics: list[str], deadline: float, errors: list[str]) -> dict[str, dict]:
+        futures = {}
+        for start in range(0, len(topics), CONFIGS_CHUNK):
+            chunk = [ConfigResource(ResourceType.TOPIC, t) for t in topics[start : start + CONFIGS_CHUNK]]
+            futures.update(self._admin.describe_configs(chunk, request_timeout=self.timeout_s))
+        described = wait_all(futures, deadline, "describe_configs", errors)
+        return {resource.name: config for resource, config in described.items()}
