@@ -1,6 +1,7 @@
 """``kobs collect``: run every source until SIGTERM or Ctrl-C, or one cycle with ``--once``; then flush.
 
-``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did.
+``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did;
+2 when the metrics topic is missing and the cluster refuses to create it.
 The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
 """
 
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 
 from collectors.publisher import Publisher, PublisherStats
 from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
+from collectors.topic import TopicError
 from common.config import Config
 
 log = logging.getLogger(__name__)
@@ -23,8 +26,12 @@ ERROR_WIDTH = 120
 
 
 def run_collect(config: Config, once: bool) -> int:
+    try:
+        publisher = Publisher.from_config(config).start()
+    except TopicError as exc:
+        print(f"kobs collect: {exc}", file=sys.stderr)
+        return 2
     jobs = build_jobs(config)
-    publisher = Publisher.from_config(config).start()
     metrics = SelfMetrics(publisher, [job.label for job in jobs])
     scheduler = Scheduler(jobs, publisher, metrics)
     stop = threading.Event()
