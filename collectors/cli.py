@@ -36,10 +36,12 @@ def run_collect(config: Config, once: bool) -> int:
     scheduler = Scheduler(jobs, publisher, metrics)
     stop = threading.Event()
     if once:
+        started = time.monotonic()
         scheduler.run(stop, once=True)
+        cycle_s = time.monotonic() - started
         delivered = _flush(publisher, FLUSH_S)
         publisher.close(timeout_s=0)
-        print(summary(jobs, publisher.stats, delivered))
+        print(summary(jobs, publisher.stats, delivered, cycle_s))
         return 0 if any(job.succeeded for job in jobs) else 1
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -65,11 +67,12 @@ def _flush(publisher: Publisher, timeout_s: float) -> bool:
     return False
 
 
-def summary(jobs: list[Job], stats: PublisherStats, delivered: bool) -> str:
+def summary(jobs: list[Job], stats: PublisherStats, delivered: bool, cycle_s: float) -> str:
     failed = sum(1 for job in jobs if not job.succeeded)
     width = max(len(job.label) for job in jobs)
     lines = [
-        f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed",
+        f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed, "
+        f"cycle {cycle_s:.2f} s",
         f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  errors",
     ]
     for job in jobs:

@@ -63,8 +63,12 @@ def min_isr_samples(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> list[Sa
 class MetadataSource:
     """``describe_topics`` of one cluster, diffed scrape to scrape; never raises for a cluster fault."""
 
-    def __init__(self, cluster: Cluster, timeout_s: float = 10.0, admin: AdminClient | None = None):
+    def __init__(
+        self, cluster: Cluster, timeout_s: float = 10.0, admin: AdminClient | None = None, events: bool = True
+    ):
+        """``events=False``: samples only, when the ZooKeeper source reports the ISR changes."""
         self.cluster = cluster
+        self.events = events
         self.name = SOURCE
         self.timeout_s = timeout_s
         self._admin = admin or admin_client(cluster)
@@ -80,7 +84,7 @@ class MetadataSource:
         futures = self._admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout_s)
         described = wait_all(futures, deadline, "describe_topics", errors)
         states = partition_states(described.values())
-        events = [] if self._last is None else diff_states(self._last, states, ts)
+        events = [] if self._last is None or not self.events else diff_states(self._last, states, ts)
         # keep the baseline of topics that failed to describe, so that their next change is still seen
         failed = {k: v for k, v in (self._last or {}).items() if k[0] in futures and k[0] not in described}
         self._last = states | failed

@@ -2,7 +2,8 @@
 
 Per cluster: Admin API offsets (``intervals.offsets_s``) and metadata (``metadata_s``), one JMX source per
 ``jmx`` entry and one exposition source per ``exporters`` entry (``metrics_s``), the ZooKeeper ISR watcher
-when ``zookeeper`` is set (``metadata_s``) and one source per producer, JMX or exposition
+when ``zookeeper`` is set and ``mode`` is not ``kraft`` (``metadata_s``; the metadata source then reports no
+ISR-change events, so each change is reported once) and one source per producer, JMX or exposition
 (``producers_s``). JMX and exposition sources map names with the built-in table plus the cluster's
 ``exporter_names``; all JMX sources share ``JMX_SLOTS`` query slots (each query is a JVM).
 
@@ -110,10 +111,12 @@ def build_jobs(config: Config) -> list[Job]:
         jobs.append(
             Job(cluster.name, OffsetsSource(cluster, own(intervals.offsets_s), admin), intervals.offsets_s)
         )
-        jobs.append(
-            Job(cluster.name, MetadataSource(cluster, own(intervals.metadata_s), admin), intervals.metadata_s)
+        # ISR changes: one source reports them, ZooKeeper's watches when it is there, else the metadata diff
+        metadata = MetadataSource(
+            cluster, own(intervals.metadata_s), admin, events=not cluster.isr_from_zookeeper
         )
-        if cluster.zookeeper:
+        jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
+        if cluster.zookeeper and cluster.isr_from_zookeeper:
             zk = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
             jobs.append(Job(cluster.name, _Connected(zk), intervals.metadata_s))
         # endpoints: (source name, labels, JMX address or None, exporter URL or None)

@@ -138,6 +138,17 @@ class Cluster(_Model):
     producers: list[ProducerEndpoint] = []
     exporter_names: Annotated[dict[str, str], AfterValidator(_exporter_names)] = {}
 
+    @model_validator(mode="after")
+    def _zookeeper_for_zookeeper_mode(self) -> Cluster:
+        if self.mode == "zookeeper" and self.zookeeper is None:
+            raise ValueError("mode zookeeper needs the ZooKeeper connect string — set zookeeper: host:2181")
+        return self
+
+    @property
+    def isr_from_zookeeper(self) -> bool:
+        """ISR changes come from ZooKeeper's znodes (else from diffing Admin API metadata)."""
+        return self.zookeeper is not None and self.mode != "kraft"
+
 
 class MetricsTopic(_Model):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "kobs.metrics"

@@ -104,6 +104,7 @@ ONE = "clusters: [{name: a, bootstrap_servers: [h:1]"  # a valid cluster, left o
         (ONE + ", producers: [{client_id: p}]}]", "clusters[0].producers[0]: set exactly one of url or jmx"),
         (ONE + "}, {name: a, bootstrap_servers: [h:2]}]", "cluster names must be unique"),
         (ONE + ", mode: zk}]", "clusters[0].mode: 'zk' is invalid"),
+        (ONE + ", mode: zookeeper}]", "clusters[0]: mode zookeeper needs the ZooKeeper connect string"),
         (
             ONE + ", exporter_names: {my_urp: kafka_broker_underreplicated_partitions}}]",
             "clusters[0].exporter_names: my_urp: 'kafka_broker_underreplicated_partitions' is not a "
