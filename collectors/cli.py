@@ -73,7 +73,7 @@ def summary(jobs: list[Job], stats: PublisherStats, delivered: bool, cycle_s: fl
     lines = [
         f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed, "
         f"cycle {cycle_s:.2f} s",
-        f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  errors",
+        f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  {'seconds':>7}  errors",
     ]
     for job in jobs:
         result = "ok" if job.succeeded else "FAILED"
@@ -81,7 +81,8 @@ def summary(jobs: list[Job], stats: PublisherStats, delivered: bool, cycle_s: fl
         if job.last_errors:
             errors += f" ({job.last_errors[0][:ERROR_WIDTH]})"
         lines.append(
-            f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {errors}".rstrip()
+            f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {job.seconds:>7.2f}  "
+            f"{errors}".rstrip()
         )
     lines.append(_totals(stats, delivered))
     return "\n".join(lines)

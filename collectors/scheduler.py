@@ -86,6 +86,7 @@ class Job:
     started: float = 0.0
     due: float = 0.0
     timed_out: bool = False
+    seconds: float = 0.0  # wall time of the last scrape that returned
 
     @property
     def label(self) -> str:
@@ -187,8 +188,8 @@ class Scheduler:
             job.future = self._pool.submit(job.source.collect)
 
     def _finish(self, job: Job, future: Future[Scrape], now: float) -> None:
-        job.future = None
-        self.metrics.duration.labels(job.label).observe(now - job.started)
+        job.future, job.seconds = None, now - job.started
+        self.metrics.duration.labels(job.label).observe(job.seconds)
         try:
             scrape = future.result()
         except Exception as exc:  # a bug in a source must not end the loop
