@@ -117,9 +117,25 @@ def _cycle(args: argparse.Namespace, bootstrap: str, run_dir: Path) -> bool:
         f"  baseline: the {len(urls)} pages downloaded, not parsed: {pages_s:.2f} s, "
         f"{page_bytes / 1e6:.1f} MB"
     )
-    if "FAILED" in output:
-        print(output)
+    print("  per source (from the summary):")
+    for line in _source_lines(output):
+        print("  " + line)
+    print(f"  load average during the run (other processes share the machine): {_load()}")
     return cycle_ok and rss_ok and "FAILED" not in output
+
+
+def _source_lines(output: str) -> list[str]:
+    """The summary's header, Admin API and failed lines, and the slowest exporter."""
+    lines = output.splitlines()
+    header = [line for line in lines if line.strip().startswith("source ")]
+    exporters = [line for line in lines if "/exporter/" in line and "FAILED" not in line]
+    slowest = max(exporters, key=lambda line: float(line.split()[4]), default=None)
+    picked = [line for line in lines if "/admin/" in line or "FAILED" in line]
+    return header + picked + ([f"{slowest}   (slowest of {len(exporters)} exporters)"] if slowest else [])
+
+
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
 def _config(run_dir: Path, bootstrap: str, urls: list[str]) -> Path:
@@ -217,4 +233,5 @@ def _publish(samples: int, bootstrap: str, run_dir: Path) -> bool:
     print(f"  publisher          {rate:10,.0f} samples/s   target >= {PUBLISH_TARGET:,}/s   {_verdict(ok)}")
     print(f"  baseline: bare producer, records encoded beforehand: {raw_rate:,.0f} samples/s")
     print(f"  baseline: encoding alone (contract.encode): {encode_rate:,.0f} samples/s")
+    print(f"  load average: {_load()}")
     return ok
