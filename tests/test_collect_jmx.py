@@ -1,6 +1,6 @@
 """The JMX source against a real JVM serving Kafka-named MBeans over JMX/RMI (one JVM for the module).
 
-Bean names, keys and attributes are Kafka's (docs/KAFKA_NOTES, Yammer meters/timers, the producer's
+Bean names, keys and attributes are Kafka's (shared/KAFKA_NOTES.md, Yammer meters/timers, the producer's
 ``producer-metrics``); the expected canonical names are those of ``common/names.py`` for each bean.
 """
 
