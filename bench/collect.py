@@ -103,7 +103,7 @@ def _cycle(args: argparse.Namespace, bootstrap: str, run_dir: Path) -> bool:
         urls = [url for name, url in runtime.endpoints() if name.startswith("broker-")]
         print(f"  setup (not timed): {time.monotonic() - started:.1f} s", flush=True)
         config = _config(run_dir, bootstrap, urls)
-        cycle_s, samples, wall_s, rss_mb, output = _collect_once(config)
+        cycle_s, samples, wall_s, cpu_s, rss_mb, output = _collect_once(config)
         pages_s, page_bytes = _download(urls)
     if cycle_s is None:
         print(f"  kobs collect failed:\n{output}")
@@ -112,6 +112,7 @@ def _cycle(args: argparse.Namespace, bootstrap: str, run_dir: Path) -> bool:
     print(f"  cycle              {cycle_s:8.2f} s    target < {CYCLE_TARGET_S:g} s      {_verdict(cycle_ok)}")
     print(f"  peak RSS           {rss_mb:8.0f} MB   target < {RSS_TARGET_MB:g} MB    {_verdict(rss_ok)}")
     print(f"  process wall time  {wall_s:8.2f} s    (with Python start, imports, topic check, delivery)")
+    print(f"  process CPU time   {cpu_s:8.2f} s    (user + system, all threads)")
     print(f"  samples published  {samples:8,}")
     print(
         f"  baseline: the {len(urls)} pages downloaded, not parsed: {pages_s:.2f} s, "
@@ -156,8 +157,8 @@ def _config(run_dir: Path, bootstrap: str, urls: list[str]) -> Path:
     return path
 
 
-def _collect_once(config: Path) -> tuple[float | None, int, float, float, str]:
-    """(cycle s, samples, wall s, peak RSS MB, stdout) of one ``kobs collect --once`` child process."""
+def _collect_once(config: Path) -> tuple[float | None, int, float, float, float, str]:
+    """(cycle s, samples, wall s, CPU s, peak RSS MB, stdout) of one ``kobs collect --once`` child process."""
     command = [sys.executable, "-m", "kobs.cli", "collect", "--config", str(config), "--once"]
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     started = time.monotonic()
@@ -170,7 +171,8 @@ def _collect_once(config: Path) -> tuple[float | None, int, float, float, str]:
         output = out.read().decode()
     cycle = re.search(r"cycle ([\d.]+) s", output)
     samples = sum(int(line.split()[2]) for line in output.splitlines() if line.startswith("  bench/"))
-    return (float(cycle.group(1)) if cycle else None), samples, wall_s, usage.ru_maxrss / 1024, output
+    cpu_s = usage.ru_utime + usage.ru_stime
+    return (float(cycle.group(1)) if cycle else None), samples, wall_s, cpu_s, usage.ru_maxrss / 1024, output
 
 
 def _download(urls: list[str]) -> tuple[float, int]:
