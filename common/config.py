@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from common import names
+
 ENV_PREFIX = "KOBS__"
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
@@ -54,6 +56,22 @@ def _zk_connect(value: str) -> str:
         _host_port(host)
     if chroot and not re.match(r"^[\w./-]+$", chroot):
         raise ValueError(f"ZooKeeper chroot /{chroot!r} has invalid characters")
+    return value
+
+
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def _exporter_names(value: dict[str, str]) -> dict[str, str]:
+    """Exporter series name → canonical name (``common/names.py``); one line naming a bad entry."""
+    canonical = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
+    for series, target in value.items():
+        if not _METRIC_NAME.match(series):
+            raise ValueError(f"{series!r} is not a Prometheus series name — write it like kafka_server_x_y")
+        if target not in canonical:
+            close = difflib.get_close_matches(target, canonical, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "use a name from docs/contract.md"
+            raise ValueError(f"{series}: {target!r} is not a canonical metric name — {hint}")
     return value
 
 
@@ -120,6 +138,18 @@ class Cluster(_Model):
     exporters: list[ExporterEndpoint] = []
     producers: list[ProducerEndpoint] = []
     broker_disk_bytes: int | None = Field(default=None, gt=0)  # each broker's log.dirs capacity, for runway
+    exporter_names: Annotated[dict[str, str], AfterValidator(_exporter_names)] = {}
+
+    @model_validator(mode="after")
+    def _zookeeper_for_zookeeper_mode(self) -> Cluster:
+        if self.mode == "zookeeper" and self.zookeeper is None:
+            raise ValueError("mode zookeeper needs the ZooKeeper connect string — set zookeeper: host:2181")
+        return self
+
+    @property
+    def isr_from_zookeeper(self) -> bool:
+        """ISR changes come from ZooKeeper's znodes (else from diffing Admin API metadata)."""
+        return self.zookeeper is not None and self.mode != "kraft"
 
 
 class MetricsTopic(_Model):
