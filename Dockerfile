@@ -14,6 +14,7 @@ COPY app app
 COPY alerts alerts
 COPY peers peers
 COPY kobs kobs
+COPY bench bench
 RUN pip install --no-cache-dir .
 ENV PYSPARK_PYTHON=python3
 ENTRYPOINT ["kobs"]

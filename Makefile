@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint format clean
+.PHONY: setup demo test alerts dashboards lint format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -12,6 +12,12 @@ demo: setup
 
 test: setup lint
 	$(BIN)/pytest
+
+alerts: setup
+	$(BIN)/kobs alerts test --quiet
+
+dashboards: setup   # Grafana JSON to import or provision (docker-compose generates its own)
+	$(BIN)/kobs dashboards generate --out var/dashboards
 
 lint:
 	$(BIN)/ruff check .

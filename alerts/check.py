@@ -1,4 +1,4 @@
-"""Run promtool and amtool over the shipped rules and routing: what ``kobs alerts`` and the tests run.
+"""Run promtool and amtool over the shipped rules and routing, for ``kobs alerts check|test`` and the tests.
 
 Every rule file ``*.rules.yml`` here has a promtool unit test file ``*.test.yml`` beside it. Routing is
 checked by resolving, for every alert the rules define, the receiver Alertmanager picks: it must be the
@@ -92,5 +92,11 @@ def run_route_tests(config: Path = ALERTMANAGER_CONFIG) -> list[Result]:
     ]
 
 
+def run_checks() -> list[Result]:
+    """Syntax only: the rule files and the Alertmanager configuration load."""
+    return [check_rules(), check_config()]
+
+
 def run_all() -> list[Result]:
-    return [check_rules(), run_unit_tests(), check_config(), *run_route_tests()]
+    """The checks, every rule's unit tests, and every alert's route."""
+    return [*run_checks(), run_unit_tests(), *run_route_tests()]

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, TopicMetadata
 
 from common.config import Cluster
 from common.kafka_clients import cluster_settings
@@ -33,7 +33,15 @@ def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: li
     return results
 
 
+def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
+    """Metadata (partitions: leader, replicas, ISR) of every non-internal topic, in one metadata request.
+
+    Names starting with ``__`` are Kafka's own. Raises KafkaException when the cluster does not answer.
+    """
+    found = admin.list_topics(timeout=timeout_s).topics
+    return {name: t for name, t in found.items() if not name.startswith("__")}
+
+
 def partitions(admin: AdminClient, timeout_s: float) -> dict[str, list[int]]:
-    """Partition ids of every non-internal topic (names starting with ``__`` are Kafka's own)."""
-    topics = admin.list_topics(timeout=timeout_s).topics
-    return {name: sorted(t.partitions) for name, t in topics.items() if not name.startswith("__")}
+    """Partition ids of every non-internal topic."""
+    return {name: sorted(t.partitions) for name, t in topics(admin, timeout_s).items()}

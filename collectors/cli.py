@@ -1,6 +1,7 @@
 """``kobs collect``: run every source until SIGTERM or Ctrl-C, or one cycle with ``--once``; then flush.
 
-``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did.
+``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did;
+2 when the metrics topic is missing and the cluster refuses to create it.
 The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
 """
 
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 import time
 
 from collectors.publisher import Publisher, PublisherStats
-from collectors.scheduler import JMX_UNAVAILABLE, Job, Scheduler, build_jobs
+from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
+from collectors.topic import TopicError
 from common.config import Config
 
 log = logging.getLogger(__name__)
@@ -23,18 +26,22 @@ ERROR_WIDTH = 120
 
 
 def run_collect(config: Config, once: bool) -> int:
-    jobs, skipped = build_jobs(config)
-    publisher = Publisher.from_config(config).start()
+    try:
+        publisher = Publisher.from_config(config).start()
+    except TopicError as exc:
+        print(f"kobs collect: {exc}", file=sys.stderr)
+        return 2
+    jobs = build_jobs(config)
     metrics = SelfMetrics(publisher, [job.label for job in jobs])
-    for label in skipped:
-        metrics.errors.labels(label, "unavailable").inc()
     scheduler = Scheduler(jobs, publisher, metrics)
     stop = threading.Event()
     if once:
+        started = time.monotonic()
         scheduler.run(stop, once=True)
+        cycle_s = time.monotonic() - started
         delivered = _flush(publisher, FLUSH_S)
         publisher.close(timeout_s=0)
-        print(summary(jobs, skipped, publisher.stats, delivered))
+        print(summary(jobs, publisher.stats, delivered, cycle_s))
         return 0 if any(job.succeeded for job in jobs) else 1
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -60,13 +67,13 @@ def _flush(publisher: Publisher, timeout_s: float) -> bool:
     return False
 
 
-def summary(jobs: list[Job], skipped: list[str], stats: PublisherStats, delivered: bool) -> str:
+def summary(jobs: list[Job], stats: PublisherStats, delivered: bool, cycle_s: float) -> str:
     failed = sum(1 for job in jobs if not job.succeeded)
-    width = max(len(label) for label in [job.label for job in jobs] + skipped)
+    width = max(len(job.label) for job in jobs)
     lines = [
         f"kobs collect: {len(jobs)} sources, {len(jobs) - failed} succeeded, {failed} failed, "
-        f"{len(skipped)} skipped",
-        f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  errors",
+        f"cycle {cycle_s:.2f} s",
+        f"  {'source':<{width}}  {'result':<7}  {'samples':>7}  {'events':>6}  {'seconds':>7}  errors",
     ]
     for job in jobs:
         result = "ok" if job.succeeded else "FAILED"
@@ -74,9 +81,9 @@ def summary(jobs: list[Job], skipped: list[str], stats: PublisherStats, delivere
         if job.last_errors:
             errors += f" ({job.last_errors[0][:ERROR_WIDTH]})"
         lines.append(
-            f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {errors}".rstrip()
+            f"  {job.label:<{width}}  {result:<7}  {job.samples:>7}  {job.events:>6}  {job.seconds:>7.2f}  "
+            f"{errors}".rstrip()
         )
-    lines += [f"  {label:<{width}}  {'skipped':<7}  {'':>7}  {'':>6}  {JMX_UNAVAILABLE}" for label in skipped]
     lines.append(_totals(stats, delivered))
     return "\n".join(lines)
 

@@ -1,27 +1,40 @@
 """Consumer-group and log offsets via the Admin API: what lag is computed from downstream.
 
-Per scrape: list topics, log start and end offsets of every partition (``list_offsets`` earliest/latest, a
-few large requests that librdkafka splits per leader), list groups, describe them (state, members) and read
-each group's committed offsets. Lag itself (end - committed) is left to the jobs, which also see history.
+Per scrape: list topics; the log start and end offsets of every partition (ListOffsets earliest and latest
+through a consumer's ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
+time: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at 100,000 partitions);
+meanwhile list groups, describe them (state, members) and read each group's committed offsets. Lag itself
+(end - committed) is left to the jobs, which also see history.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 
 from collectors.admin import admin_client, partitions, wait_all
 from collectors.source import Scrape, now_ms
 from common import names
 from common.config import Cluster
 from common.contract import Batch, Sample
+from common.kafka_clients import cluster_settings
 
 SOURCE = "admin/offsets"
-LIST_OFFSETS_CHUNK = 10_000  # partitions per list_offsets call
+LOG_OFFSETS_CHUNK = 200  # partitions per offsets_for_times call: its CPU cost grows faster than linearly
+PARALLEL_CALLS = 4  # offsets_for_times calls in flight (plus the group requests)
 
 
 @dataclass(frozen=True)
@@ -39,8 +52,13 @@ def offset_samples(
 ) -> list[Sample]:
     """Samples for log start/end offsets, committed offsets (a group's -1 "no commit" is left out), groups."""
 
+    shared: dict[tuple[str, int], dict[str, str]] = {}  # one labels dict per partition: memory at 100k
+
     def tp(key: tuple[str, int]) -> dict[str, str]:
-        return {"topic": key[0], "partition": str(key[1])}
+        labels = shared.get(key)
+        if labels is None:
+            labels = shared[key] = {"topic": key[0], "partition": str(key[1])}
+        return labels
 
     samples = [Sample(names.PARTITION_START_OFFSET, tp(k), v) for k, v in sorted(starts.items())]
     samples += [Sample(names.PARTITION_END_OFFSET, tp(k), v) for k, v in sorted(ends.items())]
@@ -65,6 +83,8 @@ class OffsetsSource:
         self.name = SOURCE
         self.timeout_s = timeout_s
         self._admin = admin or admin_client(cluster)
+        # log offsets via a consumer's offsets_for_times: one result list per call, no future per partition
+        self._consumer = Consumer(cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"})
 
     def collect(self) -> Scrape:
         ts, errors = now_ms(), []
@@ -73,21 +93,39 @@ class OffsetsSource:
             tps = [(t, p) for t, ids in partitions(self._admin, self.timeout_s).items() for p in ids]
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
-        starts = self._log_offsets(tps, OffsetSpec.earliest(), deadline, errors)
-        ends = self._log_offsets(tps, OffsetSpec.latest(), deadline, errors)
-        groups, committed = self._groups(deadline, errors)
+        with ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="kobs-offsets") as pool:
+            group_results = pool.submit(self._groups, deadline, errors)  # meanwhile, on its own thread
+            starts, ends = self._log_offsets(pool, tps, deadline, errors)
+            groups, committed = group_results.result()
         samples = offset_samples(starts, ends, committed, groups)
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors)
 
     def _log_offsets(
-        self, tps: list[tuple[str, int]], spec: OffsetSpec, deadline: float, errors: list[str]
-    ) -> dict[tuple[str, int], int]:
-        futures = {}
-        for start in range(0, len(tps), LIST_OFFSETS_CHUNK):
-            request = {TopicPartition(t, p): spec for t, p in tps[start : start + LIST_OFFSETS_CHUNK]}
-            futures.update(self._admin.list_offsets(request, request_timeout=self.timeout_s))
-        results = wait_all(futures, deadline, "list_offsets", errors)
-        return {(tp.topic, tp.partition): info.offset for tp, info in results.items()}
+        self, pool: ThreadPoolExecutor, tps: list[tuple[str, int]], deadline: float, errors: list[str]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+        """Earliest and latest offset of each partition; the blocking calls run on ``pool``."""
+
+        def fetch(spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
+            request = [TopicPartition(t, p, spec) for t, p in chunk]
+            return self._consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
+
+        chunks = [tps[i : i + LOG_OFFSETS_CHUNK] for i in range(0, len(tps), LOG_OFFSETS_CHUNK)]
+        found: dict[int, dict[tuple[str, int], int]] = {OFFSET_BEGINNING: {}, OFFSET_END: {}}
+        calls = [(spec, len(chunk), pool.submit(fetch, spec, chunk)) for spec in found for chunk in chunks]
+        failures: Counter[str] = Counter()
+        for spec, size, call in calls:
+            try:
+                result = call.result()
+            except KafkaException as exc:
+                failures[str(exc.args[0])] += size
+                continue
+            for tp in result:
+                if tp.error is None:
+                    found[spec][(tp.topic, tp.partition)] = tp.offset
+                else:
+                    failures[str(tp.error)] += 1
+        errors.extend(f"list_offsets: {n} partitions failed with {reason}" for reason, n in failures.items())
+        return found[OFFSET_BEGINNING], found[OFFSET_END]
 
     def _groups(self, deadline: float, errors: list[str]) -> tuple[list[GroupInfo], dict[str, Offsets]]:
         listed = wait_all(

@@ -4,13 +4,15 @@
 bounded in-memory queue; it never blocks, and a full queue drops the batch (counted). One sender thread owns
 the confluent-kafka producer and the on-disk :class:`~collectors.spool.Spool`:
 
+- given ``create``, ``start()`` creates the topic if missing (:mod:`collectors.topic`), waiting at most
+  ``CREATE_TIMEOUT_S``; a refusal raises :class:`~collectors.topic.TopicError`, no answer does not;
 - healthy and spool empty: records go straight to Kafka;
 - when a delivery fails or librdkafka reports all brokers down, outstanding records are purged from the
   producer and written to the spool in delivery-report order, followed by everything queued after them;
 - while the spool holds anything, new records are appended behind it, so per-key order is kept;
-- every ``probe_interval_s`` a metadata request checks the topic; once it has leaders again the spool is
-  replayed oldest segment first, and a segment is only deleted (or rewritten with its undelivered rest)
-  after the delivery reports came back, so nothing is replayed twice.
+- every ``probe_interval_s`` a metadata request checks the topic (created if missing, given ``create``);
+  once it has leaders again the spool is replayed oldest segment first, and a segment is only deleted (or
+  rewritten with its undelivered rest) after the delivery reports came back, so nothing is replayed twice.
 
 A record purged while in flight may already have been written by a broker that then died; those few are
 delivered at least once (the contract asks readers to be idempotent on key and ``ts``). Counters count
@@ -29,13 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 from collectors.spool import Record, Spool
+from collectors.topic import TopicError, ensure_topic
 from common.config import Config
 from common.contract import Batch, encode
-from common.kafka_clients import metrics_producer_settings
+from common.kafka_clients import client_settings, metrics_producer_settings
 
 log = logging.getLogger(__name__)
+
+CREATE_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -57,8 +63,13 @@ class Publisher:
         max_queue: int = 10_000,
         max_in_flight: int = 1_000,
         probe_interval_s: float = 1.0,
+        create: tuple[dict[str, Any], int, int] | None = None,
     ):
+        """``create``: (admin settings, partitions, replication factor) to create the topic if missing."""
         self.topic = topic
+        self._create = create
+        self._admin: AdminClient | None = None
+        self._refusal = ""  # the last TopicError logged by the probe
         self.stats = PublisherStats()
         self._settings = producer_settings | {"error_cb": self._on_error}
         self._spool = spool
@@ -81,12 +92,24 @@ class Publisher:
     @classmethod
     def from_config(cls, config: Config, **kwargs: Any) -> Publisher:
         spool = Spool(config.sinks.spool_dir, config.sinks.spool_max_bytes)
-        return cls(metrics_producer_settings(config), config.metrics_topic.name, spool, **kwargs)
+        topic = config.metrics_topic
+        admin = client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
+        create = (admin, topic.partitions, topic.replication_factor)
+        return cls(metrics_producer_settings(config), topic.name, spool, create=create, **kwargs)
 
     # -- caller side ------------------------------------------------------------------------------------
     def start(self) -> Publisher:
+        """Create the topic if missing (TopicError if refused), then start sending."""
+        if self._create is not None and not self._ensure_topic(CREATE_TIMEOUT_S):
+            log.warning("metrics topic %s: cluster unreachable, checked again once it answers", self.topic)
         self._thread.start()
         return self
+
+    def _ensure_topic(self, timeout_s: float) -> bool:
+        assert self._create is not None
+        settings, partitions, replication_factor = self._create
+        self._admin = self._admin or AdminClient(settings)
+        return ensure_topic(self._admin, self.topic, partitions, replication_factor, timeout_s)
 
     def submit(self, batch: Batch) -> bool:
         """Queue a batch for publishing; never blocks. False when the queue was full and it was dropped."""
@@ -253,6 +276,13 @@ class Publisher:
         if time.monotonic() < self._next_probe:
             return
         self._next_probe = time.monotonic() + self._probe_interval_s
+        if self._create is not None:
+            try:
+                self._ensure_topic(self._probe_interval_s)
+            except TopicError as exc:
+                if str(exc) != self._refusal:  # once, not every probe
+                    self._refusal = str(exc)
+                    log.error("%s", exc)
         try:
             topic = self._producer.list_topics(self.topic, timeout=self._probe_interval_s).topics.get(
                 self.topic

@@ -1,9 +1,11 @@
 """Run every configured source on its interval and hand the batches to the publisher, never waiting on one.
 
-Per cluster: Admin API offsets (``intervals.offsets_s``) and metadata (``metadata_s``), one exposition source
-per ``exporters`` entry (``metrics_s``), the ZooKeeper ISR watcher when ``zookeeper`` is set (``metadata_s``)
-and one exposition source per producer with a ``url`` (``producers_s``). JMX endpoints are skipped with a
-warning until the JMX source exists.
+Per cluster: Admin API offsets (``intervals.offsets_s``) and metadata (``metadata_s``), one JMX source per
+``jmx`` entry and one exposition source per ``exporters`` entry (``metrics_s``), the ZooKeeper ISR watcher
+when ``zookeeper`` is set and ``mode`` is not ``kraft`` (``metadata_s``; the metadata source then reports no
+ISR-change events, so each change is reported once) and one source per producer, JMX or exposition
+(``producers_s``). JMX and exposition sources map names with the built-in table plus the cluster's
+``exporter_names``; all JMX sources share ``JMX_SLOTS`` query slots (each query is a JVM).
 
 Each scrape runs in a worker thread, at most one in flight per source, under a deadline of one interval: a
 scrape past it is counted as a ``timeout`` error and the source is not run again until it returns (a late
@@ -24,6 +26,8 @@ from typing import Protocol
 
 from collectors.admin import admin_client
 from collectors.exposition import ExpositionSource
+from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource
+from collectors.mapping import DEFAULT_MAPPING
 from collectors.metadata import MetadataSource
 from collectors.offsets import OffsetsSource
 from collectors.publisher import Publisher
@@ -35,8 +39,8 @@ from common.contract import Batch
 
 log = logging.getLogger(__name__)
 
-JMX_UNAVAILABLE = "JMX source not yet available"
 TICK_S = 0.05
+JMX_SLOTS = 4  # JMX queries (JVMs of ~50 MB, 0.3-0.6 s each) running at once
 
 
 class Source(Protocol):
@@ -82,6 +86,7 @@ class Job:
     started: float = 0.0
     due: float = 0.0
     timed_out: bool = False
+    seconds: float = 0.0  # wall time of the last scrape that returned
 
     @property
     def label(self) -> str:
@@ -93,46 +98,54 @@ class Job:
 SOURCE_TIMEOUT_FRACTION = 0.8
 
 
-def build_jobs(config: Config) -> tuple[list[Job], list[str]]:
-    """The jobs for every configured source, and the labels of the sources skipped as unavailable."""
+def build_jobs(config: Config) -> list[Job]:
+    """The jobs for every configured source."""
     intervals = config.intervals
+    jmx_slots = threading.BoundedSemaphore(JMX_SLOTS)
 
     def own(interval_s: float) -> float:
         return SOURCE_TIMEOUT_FRACTION * interval_s
 
     jobs: list[Job] = []
-    skipped: list[str] = []
     for cluster in config.clusters:
         admin = admin_client(cluster)  # shared by the cluster's Admin API sources
         jobs.append(
             Job(cluster.name, OffsetsSource(cluster, own(intervals.offsets_s), admin), intervals.offsets_s)
         )
-        jobs.append(
-            Job(cluster.name, MetadataSource(cluster, own(intervals.metadata_s), admin), intervals.metadata_s)
+        # ISR changes: one source reports them, ZooKeeper's watches when it is there, else the metadata diff
+        metadata = MetadataSource(
+            cluster, own(intervals.metadata_s), admin, events=not cluster.isr_from_zookeeper
         )
-        for exporter in cluster.exporters:
-            name, labels = f"exporter/broker-{exporter.broker_id}", {"broker": str(exporter.broker_id)}
-            source = ExpositionSource(
-                cluster.name, name, exporter.url, labels, timeout_s=own(intervals.metrics_s)
-            )
-            jobs.append(Job(cluster.name, source, intervals.metrics_s))
-        if cluster.zookeeper:
-            source = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
-            jobs.append(Job(cluster.name, _Connected(source), intervals.metadata_s))
-        for producer in cluster.producers:
-            name = f"producer/{producer.client_id}"
-            if producer.url is None:
-                skipped.append(f"{cluster.name}/{name}")
-                continue
-            labels = {"client_id": producer.client_id}
-            source = ExpositionSource(
-                cluster.name, name, producer.url, labels, timeout_s=own(intervals.producers_s)
-            )
-            jobs.append(Job(cluster.name, source, intervals.producers_s))
-        skipped += [f"{cluster.name}/jmx/broker-{j.broker_id}" for j in cluster.jmx]
-    for label in skipped:
-        log.warning("%s: %s, skipped", label, JMX_UNAVAILABLE)
-    return jobs, skipped
+        jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
+        if cluster.zookeeper and cluster.isr_from_zookeeper:
+            zk = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
+            jobs.append(Job(cluster.name, _Connected(zk), intervals.metadata_s))
+        # endpoints: (source name, labels, JMX address or None, exporter URL or None)
+        brokers = [
+            (f"jmx/broker-{e.broker_id}", {"broker": str(e.broker_id)}, e.address, None) for e in cluster.jmx
+        ]
+        brokers += [
+            (f"exporter/broker-{e.broker_id}", {"broker": str(e.broker_id)}, None, e.url)
+            for e in cluster.exporters
+        ]
+        producers = [
+            (f"producer/{p.client_id}", {"client_id": p.client_id}, p.jmx, p.url) for p in cluster.producers
+        ]
+        mapping = DEFAULT_MAPPING | cluster.exporter_names
+        for endpoints, interval_s, queries in (
+            (brokers, intervals.metrics_s, BROKER_QUERIES),
+            (producers, intervals.producers_s, PRODUCER_QUERIES),
+        ):
+            for name, labels, address, url in endpoints:
+                source: Source = (
+                    JmxSource(
+                        cluster.name, name, address, queries, labels, mapping, own(interval_s), jmx_slots
+                    )
+                    if address is not None
+                    else ExpositionSource(cluster.name, name, url, labels, mapping, own(interval_s))
+                )
+                jobs.append(Job(cluster.name, source, interval_s))
+    return jobs
 
 
 def reason_of(error: str) -> str:
@@ -175,8 +188,8 @@ class Scheduler:
             job.future = self._pool.submit(job.source.collect)
 
     def _finish(self, job: Job, future: Future[Scrape], now: float) -> None:
-        job.future = None
-        self.metrics.duration.labels(job.label).observe(now - job.started)
+        job.future, job.seconds = None, now - job.started
+        self.metrics.duration.labels(job.label).observe(job.seconds)
         try:
             scrape = future.result()
         except Exception as exc:  # a bug in a source must not end the loop

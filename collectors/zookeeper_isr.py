@@ -50,6 +50,7 @@ class ZooKeeperIsrSource:
     def __init__(self, cluster: str, connect: str, full_diff_s: float = 30.0, timeout_s: float = 10.0):
         self.cluster, self.name = cluster, SOURCE
         self.full_diff_s = full_diff_s
+        self._connect = connect
         # reconnect forever: a ZooKeeper outage or a lost session must not end the source
         retry = {"max_tries": -1, "max_delay": 5.0}
         self._zk = KazooClient(hosts=connect, timeout=timeout_s, connection_retry=retry)
@@ -75,7 +76,7 @@ class ZooKeeperIsrSource:
 
     def collect(self) -> Scrape:
         if not self._zk.connected:
-            self._error("not connected to ZooKeeper")
+            self._error(f"zookeeper_disconnected: no ZooKeeper session at {self._connect}; reconnecting")
         elif time.monotonic() >= self._next_full:
             self._next_full = time.monotonic() + self.full_diff_s
             self._full_diff()

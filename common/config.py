@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from common import names
+
 ENV_PREFIX = "KOBS__"
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 
@@ -54,6 +56,22 @@ def _zk_connect(value: str) -> str:
         _host_port(host)
     if chroot and not re.match(r"^[\w./-]+$", chroot):
         raise ValueError(f"ZooKeeper chroot /{chroot!r} has invalid characters")
+    return value
+
+
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+def _exporter_names(value: dict[str, str]) -> dict[str, str]:
+    """Exporter series name → canonical name (``common/names.py``); one line naming a bad entry."""
+    canonical = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str)}
+    for series, target in value.items():
+        if not _METRIC_NAME.match(series):
+            raise ValueError(f"{series!r} is not a Prometheus series name — write it like kafka_server_x_y")
+        if target not in canonical:
+            close = difflib.get_close_matches(target, canonical, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "use a name from docs/contract.md"
+            raise ValueError(f"{series}: {target!r} is not a canonical metric name — {hint}")
     return value
 
 
@@ -100,6 +118,7 @@ class ProducerEndpoint(_Model):
     client_id: str
     url: HttpUrl | None = None
     jmx: HostPort | None = None
+    topics: list[str] = []  # what it writes: lets broker-side evidence estimate when it blocks
 
     @model_validator(mode="after")
     def _one_source(self) -> ProducerEndpoint:
@@ -119,6 +138,19 @@ class Cluster(_Model):
     jmx: list[JmxEndpoint] = []
     exporters: list[ExporterEndpoint] = []
     producers: list[ProducerEndpoint] = []
+    broker_disk_bytes: int | None = Field(default=None, gt=0)  # each broker's log.dirs capacity, for runway
+    exporter_names: Annotated[dict[str, str], AfterValidator(_exporter_names)] = {}
+
+    @model_validator(mode="after")
+    def _zookeeper_for_zookeeper_mode(self) -> Cluster:
+        if self.mode == "zookeeper" and self.zookeeper is None:
+            raise ValueError("mode zookeeper needs the ZooKeeper connect string — set zookeeper: host:2181")
+        return self
+
+    @property
+    def isr_from_zookeeper(self) -> bool:
+        """ISR changes come from ZooKeeper's znodes (else from diffing Admin API metadata)."""
+        return self.zookeeper is not None and self.mode != "kraft"
 
 
 class MetricsTopic(_Model):
@@ -135,6 +167,18 @@ class Intervals(_Model):
     offsets_s: Seconds = 10.0
     metadata_s: Seconds = 30.0
     producers_s: Seconds = 15.0
+
+
+class Flapping(_Model):
+    """A broker flaps in an ISR at ``flaps`` rejoins within ``window_s``; cleared after a quiet spell."""
+
+    flaps: int = Field(default=3, ge=1)
+    window_s: Seconds = 600.0
+    clear_after_s: Seconds = 900.0
+
+
+class Analytics(_Model):
+    flapping: Flapping = Flapping()
 
 
 class Sinks(_Model):
@@ -162,11 +206,20 @@ class Sinks(_Model):
         return self.run_dir / "checkpoints"
 
 
+class App(_Model):
+    """Where the Streamlit app reads live state, and how often its pages refresh."""
+
+    prometheus_url: HttpUrl = "http://127.0.0.1:9090"
+    refresh_s: Seconds = 10.0
+
+
 class Config(_Model):
     clusters: list[Cluster] = Field(min_length=1)
     metrics_topic: MetricsTopic = MetricsTopic()
     intervals: Intervals = Intervals()
+    analytics: Analytics = Analytics()
     sinks: Sinks = Sinks()
+    app: App = App()
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
@@ -256,7 +309,7 @@ def _all_keys() -> set[str]:
     keys: set[str] = set()
     for model in (Config, Cluster, Security, JmxEndpoint, ExporterEndpoint, ProducerEndpoint, MetricsTopic):
         keys.update(model.model_fields)
-    keys.update(Intervals.model_fields, Sinks.model_fields)
+    keys.update(Intervals.model_fields, Sinks.model_fields, App.model_fields)
     return keys
 
 

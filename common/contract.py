@@ -19,12 +19,15 @@ fails validation never raises out of :func:`decode_or_dead_letter`: it becomes a
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 SCHEMA_VERSION = 1
 MAX_ITEMS_PER_RECORD = 5000  # keeps a record well under Kafka's default 1 MB message.max.bytes
@@ -54,7 +57,7 @@ class ContractError(ValueError):
     """A record does not follow the contract; the message is the reason kept with the dead letter."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: collectors hold hundreds of thousands per scrape
 class Sample:
     """One numeric observation: a canonical metric name (see ``common/names.py``), labels, value."""
 
@@ -135,11 +138,14 @@ def encode(batch: Batch) -> bytes:
         "cluster": batch.cluster,
         "source": batch.source,
         "ts": batch.ts_ms,
-        "samples": [[s.name, dict(s.labels), _encode_value(s.value)] for s in batch.samples],
+        "samples": [
+            [s.name, s.labels if type(s.labels) is dict else dict(s.labels), _encode_value(s.value)]
+            for s in batch.samples
+        ],
         "events": [{"type": e.type, "ts": e.ts_ms, **e.fields} for e in batch.events],
     }
     _validate(doc)
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    return orjson.dumps(doc)  # compact JSON, UTF-8; several times faster than json.dumps on big batches
 
 
 def decode(value: bytes | None) -> Batch:
@@ -220,22 +226,32 @@ def _validate(doc: Any) -> None:
         _validate_event(i, event)
 
 
+@functools.lru_cache(maxsize=4096)
+def _valid_metric_name(name: str) -> bool:
+    return bool(_METRIC_NAME.match(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_label_name(label: str) -> bool:
+    return bool(_LABEL_NAME.match(label)) and not label.startswith("__")
+
+
 def _validate_sample(i: int, sample: Any) -> None:
-    where = f"samples[{i}]"
+    # The hot path of encode and decode: names are checked once (cached), messages built only on failure.
     if not isinstance(sample, list) or len(sample) != 3:
-        raise ContractError(f"{where}: expected [name, labels, value]")
+        raise ContractError(f"samples[{i}]: expected [name, labels, value]")
     name, labels, value = sample
-    if not isinstance(name, str) or not _METRIC_NAME.match(name):
-        raise ContractError(f"{where}: metric name {name!r} is not a valid Prometheus name")
+    if not isinstance(name, str) or not _valid_metric_name(name):
+        raise ContractError(f"samples[{i}]: metric name {name!r} is not a valid Prometheus name")
     if not isinstance(labels, dict):
-        raise ContractError(f"{where}: labels are not an object")
+        raise ContractError(f"samples[{i}]: labels are not an object")
     for label, label_value in labels.items():
-        if not _LABEL_NAME.match(label) or label.startswith("__"):
-            raise ContractError(f"{where}: label name {label!r} is not a valid Prometheus label name")
+        if not isinstance(label, str) or not _valid_label_name(label):
+            raise ContractError(f"samples[{i}]: label name {label!r} is not a valid Prometheus label name")
         if not isinstance(label_value, str):
-            raise ContractError(f"{where}: label {label!r} value is not a string")
+            raise ContractError(f"samples[{i}]: label {label!r} value is not a string")
     if isinstance(value, bool) or not (isinstance(value, int | float) or value in _NON_FINITE):
-        raise ContractError(f"{where}: value {value!r} is not a number (or NaN, +Inf, -Inf)")
+        raise ContractError(f"samples[{i}]: value {value!r} is not a number (or NaN, +Inf, -Inf)")
 
 
 def _validate_event(i: int, event: Any) -> None:

@@ -2,7 +2,8 @@
 
 One entry per metric (name, Prometheus type, labels, meaning). ``docs/metrics.md`` documents the same list
 for people; a test keeps the two, the rule files and the dashboards in agreement. Raw broker metrics that
-some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``.
+some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``, and
+the collectors' own health (``kobs collect``'s self-metrics registry) in ``COLLECTOR_METRICS``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from dataclasses import dataclass
 # (``kobs_consumergroup_partition_status``); a group is OK, WARN or ERR (``kobs_consumergroup_status``),
 # ERR when any partition is STOP, STALL or REWIND, as Burrow caps a group's status at ERR.
 GROUP_STATUS = {"OK": 0, "WARN": 1, "ERR": 2, "STOP": 3, "STALL": 4, "REWIND": 5}
+# Why ISRs flap (``kobs_cluster_isr_flapping_cause``): nothing flaps, one broker behind most flaps, many.
+FLAPPING_CAUSE = {"none": 0, "one_broker": 1, "many_brokers": 2}
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    type: str  # "gauge" or "counter"
+    type: str  # "gauge", "counter" or "histogram"
     labels: tuple[str, ...]
     help: str
 
@@ -115,11 +118,31 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "kobs_isr_flapping_partitions",
         "gauge",
         "cluster broker",
-        "Partitions the broker left and rejoined the ISR of at least 3 times in the last 10 minutes.",
+        "Partitions the broker left and rejoined the ISR of at least 3 times in the last 10 minutes "
+        "(analytics.flapping), until 15 minutes pass without a rejoin.",
+    ),
+    _m(
+        "kobs_isr_flap_share_ratio",
+        "gauge",
+        "cluster broker",
+        "The broker's share (0..1) of the cluster's ISR rejoins in the last 15 minutes; 0 if none.",
+    ),
+    _m(
+        "kobs_cluster_isr_flapping_cause",
+        "gauge",
+        "cluster",
+        "Why ISRs flap, as a code of FLAPPING_CAUSE: 0 none, 1 one broker behind most flaps, "
+        "2 many brokers at once.",
     ),
     # Brokers and controller.
     _m(
         "kobs_broker_up", "gauge", "cluster broker", "1 while the broker is registered and reporting, else 0."
+    ),
+    _m(
+        "kobs_broker_out_of_isr_partitions",
+        "gauge",
+        "cluster broker",
+        "Partitions whose ISR the broker was seen leaving and has not rejoined.",
     ),
     _m(
         "kobs_cluster_active_controllers",
@@ -246,4 +269,35 @@ RAW_BROKER_METRICS: tuple[Metric, ...] = (
     ),
 )
 
-ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS}
+# What ``kobs collect`` serves about itself on ``sinks.self_metrics_address``; source is "<cluster>/<source>".
+COLLECTOR_METRICS: tuple[Metric, ...] = (
+    _m(
+        "kobs_collector_scrape_duration_seconds",
+        "histogram",
+        "source",
+        "Wall time of each scrape that returned (a timed-out scrape is observed when it finally returns).",
+    ),
+    _m("kobs_collector_scrape_errors_total", "counter", "source reason", "Problems per source, by reason."),
+    _m("kobs_collector_queue_depth", "gauge", "", "Records waiting in the publisher's in-memory queue."),
+    _m("kobs_collector_spool_bytes", "gauge", "", "Bytes held in the on-disk spool."),
+    _m(
+        "kobs_collector_samples_total",
+        "counter",
+        "outcome",
+        "Samples plus events by what became of them: sent, spooled, replayed or dropped.",
+    ),
+)
+
+ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def metric_of(series: str) -> str:
+    """The documented metric a series name belongs to: a histogram's ``_bucket``, ``_count`` and ``_sum``
+    series belong to the histogram."""
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = series.removesuffix(suffix)
+        if base != series and getattr(ALL_METRICS.get(base), "type", None) == "histogram":
+            return base
+    return series

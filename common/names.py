@@ -22,7 +22,7 @@ BYTES_IN = "kafka_broker_bytes_in_total"
 BYTES_OUT = "kafka_broker_bytes_out_total"
 FAILED_PRODUCE_REQUESTS = "kafka_broker_failed_produce_requests_total"
 OFFLINE_LOG_DIRS = "kafka_broker_offline_log_dirs"
-REQUESTS = "kafka_request_total"  # labels: request
+REQUESTS = "kafka_request_total"  # labels: request, version (Kafka counts per request version)
 REQUEST_ERRORS = "kafka_request_errors_total"  # labels: request, error
 REQUEST_TIME_MS = "kafka_request_time_ms_mean"  # labels: request
 

@@ -1,4 +1,4 @@
-"""``kobs dashboards --out DIR``: write the Grafana dashboards (JSON) generated from grafanalib sources."""
+"""``kobs dashboards generate --out DIR``: write the Grafana dashboards (JSON) built by grafanalib."""
 
 from __future__ import annotations
 
@@ -10,16 +10,22 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sub = commands.add_parser(
         "dashboards",
         help="generate the Grafana dashboards (JSON) from their grafanalib sources",
+        description="Generate the Grafana dashboards of dashboards/spec.py.",
+    )
+    verbs = sub.add_subparsers(title="verbs", metavar="<verb>", required=True)
+    generate = verbs.add_parser(
+        "generate",
+        help="write one dashboard JSON file per dashboard into DIR",
         description="Write one Grafana dashboard JSON file per dashboard (named after its stable uid) into "
         "DIR, ready for the file provider in dashboards/provisioning/.",
     )
-    sub.add_argument(
+    generate.add_argument(
         "--out", type=Path, required=True, metavar="DIR", help="directory to write the JSON into"
     )
-    sub.set_defaults(run=_run)
+    generate.set_defaults(run=_generate)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _generate(args: argparse.Namespace) -> int:
     from dashboards.build import generate  # grafanalib only when needed
 
     for path in generate(args.out):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.metrics import GROUP_STATUS
+from common.metrics import FLAPPING_CAUSE, GROUP_STATUS
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ PARTITION_STATES = (
     ("under_min_isr", "under min ISR"),
     ("offline", "offline"),
 )
+
+# Collector sources are labelled "<cluster>/<source>": filter them on the cluster variable.
+SOURCE = '{source=~"$cluster/.*"}'
 
 C, CT, CG, CP = ("cluster",), ("cluster", "topic"), ("cluster", "group", "topic"), ("cluster", "client_id")
 
@@ -110,6 +113,11 @@ CLUSTER_HEALTH = DashboardSpec(
                     for state, what in PARTITION_STATES
                 ),
                 Panel(
+                    "Partitions each broker is out of the ISR of",
+                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *C),
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
                     "Replication factor by topic",
                     by("cluster, topic", "min", "kobs_topic_replication_factor", *CT),
                     legend="{{cluster}}/{{topic}}",
@@ -133,6 +141,18 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Flapping partitions by broker",
                     by("cluster, broker", "sum", "kobs_isr_flapping_partitions", *C),
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Why ISRs flap",
+                    by("cluster", "max", "kobs_cluster_isr_flapping_cause", *C),
+                    stat=True,
+                    mappings=FLAPPING_CAUSE,
+                ),
+                Panel(
+                    "Share of ISR flaps by broker",
+                    by("cluster, broker", "max", "kobs_isr_flap_share_ratio", *C),
+                    unit="percentunit",
                     legend="{{cluster}} broker {{broker}}",
                 ),
             ),
@@ -336,6 +356,42 @@ PIPELINE = DashboardSpec(
                     legend="{{cluster}} {{source}}",
                 ),
                 Panel("Exporter up", 'up{job="kobs-exporter"}', legend="{{instance}}"),
+            ),
+        ),
+        (
+            "Collectors",
+            (
+                Panel(
+                    "Scrape duration p90 by source",
+                    "histogram_quantile(0.9, sum by (source, le) "
+                    f"(rate(kobs_collector_scrape_duration_seconds_bucket{SOURCE}[$__rate_interval])))",
+                    unit="s",
+                    legend="{{source}}",
+                ),
+                Panel(
+                    "Scrape errors per second by source and reason",
+                    "sum by (source, reason) "
+                    f"(rate(kobs_collector_scrape_errors_total{SOURCE}[$__rate_interval]))",
+                    unit="ops",
+                    legend="{{source}} {{reason}}",
+                ),
+                Panel(
+                    "Samples per second by outcome",
+                    rate("outcome", "kobs_collector_samples_total"),
+                    unit="ops",
+                    legend="{{outcome}}",
+                ),
+                Panel(
+                    "Publisher queue depth",
+                    by("instance", "max", "kobs_collector_queue_depth"),
+                    legend="{{instance}}",
+                ),
+                Panel(
+                    "Spool bytes",
+                    by("instance", "max", "kobs_collector_spool_bytes"),
+                    unit="bytes",
+                    legend="{{instance}}",
+                ),
             ),
         ),
     ),

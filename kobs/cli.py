@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("kazoo.client", "py4j"):  # connection chatter, not news
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.getLogger("jmxquery").setLevel(logging.CRITICAL)  # the JMX source reports its failures itself
     try:
         return args.run(args)
     except ConfigError as exc:

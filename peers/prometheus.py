@@ -41,7 +41,8 @@ class _PrometheusServer(ManagedProcess):
 
 
 class Prometheus(_PrometheusServer):
-    """Prometheus scraping ``scrape_targets`` (job name -> list of host:port) every ``scrape_interval``."""
+    """Prometheus scraping ``scrape_targets`` (job name -> list of host:port) every ``scrape_interval``;
+    ``target_labels`` (job name -> labels) are added to every series of that job's targets."""
 
     def __init__(
         self,
@@ -51,11 +52,13 @@ class Prometheus(_PrometheusServer):
         alertmanager: str | None = None,
         scrape_interval: str = "1s",
         port: int | None = None,
+        target_labels: dict[str, dict[str, str]] | None = None,
     ):
+        labels = target_labels or {}
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": targets}]}
+                {"job_name": job, "static_configs": [{"targets": targets, "labels": labels.get(job, {})}]}
                 for job, targets in (scrape_targets or {}).items()
             ],
             "rule_files": [str(p) for p in rule_files or []],

@@ -1,10 +1,12 @@
 """The embedded stack the demo runs on loopback: broker, ZooKeeper, a simulated multi-broker cluster
 (JMX-exporter endpoints, znodes in that ZooKeeper), Prometheus scraping it with the shipped alert rules,
-and Alertmanager with the shipped routing."""
+Alertmanager with the shipped routing, and Kafka Observatory itself: ``kobs collect``, ``kobs stream``
+and ``kobs app`` on the configuration the stack writes."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,19 +17,31 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from alerts.check import ALERTMANAGER_CONFIG, rule_files
 from common.config import Config, load_config
 from peers.kafka import KafkaBroker
-from peers.process import ManagedProcess, free_port, port_is_free
+from peers.process import HOST, ManagedProcess, free_port, http_ready, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
 from peers.zookeeper import ZooKeeper
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
 
 # Conventional ports, used when free so that links and docs work; otherwise any free port.
-PREFERRED_PORTS = {"kafka": 9092, "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093}
+PREFERRED_PORTS = {
+    "kafka": 9092, "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093,
+    "exporter": 9308, "self-metrics": 9309, "app": 8501,
+}  # fmt: skip
 
 
 def pick_port(name: str) -> int:
     preferred = PREFERRED_PORTS[name]
     return preferred if port_is_free(preferred) else free_port()
+
+
+class KobsCommand(ManagedProcess):
+    """A long-running ``kobs`` subcommand, ready once ``url`` answers."""
+
+    def __init__(self, run_dir: Path, command: list[str], url: str, port: int, start_timeout_s: float = 60):
+        self.url = url
+        argv = [sys.executable, "-m", "kobs.cli", *command]
+        super().__init__(f"kobs-{command[0]}", argv, run_dir, http_ready(url), None, start_timeout_s, [port])
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1) -> None:
@@ -59,27 +73,35 @@ class EmbeddedStack:
             progress(f"starting the simulated cluster (scenario {self.scenario}) ...")
             self.simulation = Runtime(Simulation(load_scenario(self.scenario)), zookeeper=zookeeper.connect)
             self.simulation.start()
+            ports = {name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus")}
+            prometheus_url = f"http://{HOST}:{ports['prometheus']}"
             cluster = {
                 "name": "demo",
                 "bootstrap_servers": [kafka.bootstrap],
                 "zookeeper": zookeeper.connect,
                 "exporters": [{"broker_id": b, "url": e.url} for b, e in self.simulation.brokers.items()],
-                "producers": [{"client_id": c, "url": e.url} for c, e in self.simulation.producers.items()],
+                "producers": [
+                    {"client_id": c, "url": e.url, "topics": [self.simulation.sim.producers[c].spec.topic]}
+                    for c, e in self.simulation.producers.items()
+                ],
             }
             config_path = self.run_dir / "kobs.yaml"
-            config_path.write_text(
-                yaml.safe_dump({"clusters": [cluster], "sinks": {"run_dir": str(self.run_dir)}})
-            )
+            sinks = {
+                "run_dir": str(self.run_dir),
+                "exporter_address": f"{HOST}:{ports['exporter']}",
+                "self_metrics_address": f"{HOST}:{ports['self-metrics']}",
+            }
+            doc = {"clusters": [cluster], "sinks": sinks, "app": {"prometheus_url": prometheus_url}}
+            config_path.write_text(yaml.safe_dump(doc))
             self.config = load_config(config_path)
             progress("starting Alertmanager ...")
             routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
             alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
-            sinks = self.config.sinks
             simulated = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
             targets = {
-                "kobs-exporter": [sinks.exporter_address],
-                "kobs-collector": [sinks.self_metrics_address],
+                "kobs-exporter": [sinks["exporter_address"]],
+                "kobs-collector": [sinks["self_metrics_address"]],
                 "simulated-kafka": simulated,
             }
             self._add(
@@ -89,12 +111,23 @@ class EmbeddedStack:
                     rule_files=rule_files(),
                     alertmanager=alertmanager.address,
                     scrape_interval="5s",
-                    port=pick_port("prometheus"),
+                    port=ports["prometheus"],
+                    target_labels={"simulated-kafka": {"cluster": cluster["name"]}},  # raw rules group by it
                 )
             )
             topic = self.config.metrics_topic
             progress(f"creating metrics topic {topic.name} ({topic.partitions} partitions) ...")
             create_topic(kafka.bootstrap, topic.name, topic.partitions)
+            config = ["--config", str(config_path)]
+            app = ["app", *config, "--port", str(ports["app"])]
+            commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
+                (["collect", *config], f"http://{sinks['self_metrics_address']}/metrics", "self-metrics", 60),
+                (app, f"http://{HOST}:{ports['app']}/", "app", 60),
+                (["stream", *config], f"http://{sinks['exporter_address']}/metrics", "exporter", 180),
+            ]
+            for command, url, port, timeout_s in commands:
+                progress(f"starting kobs {command[0]} ...")
+                self._add(KobsCommand(self.run_dir, command, url, ports[port], timeout_s))
         except BaseException:
             self.stop()
             raise

@@ -144,6 +144,7 @@ def write_history(table_dir: Path, batch_id: int, rows: list[dict], analysis: An
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=analysis.history_schema), staging / "part-0.parquet")
+    (staging / "_SUCCESS").touch()  # Spark's committed-write marker, which app.history waits for
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
 

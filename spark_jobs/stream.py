@@ -23,16 +23,27 @@ from common.kafka_clients import client_settings
 from spark_jobs.analysis import Analysis
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
+from spark_jobs.flapping import FlappingAnalysis
 from spark_jobs.kafka_source import KafkaSource
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
+from spark_jobs.producers import ProducerAnalysis
+from spark_jobs.replication import ReplicationAnalysis
+from spark_jobs.throughput import ThroughputAnalysis
 
 QUERY = "stream"
 
 
 def analyses(config: Config) -> list[Analysis]:
     """Every analysis the query runs, fresh."""
-    return [LagAnalysis()]
+    flapping, intervals = config.analytics.flapping, config.intervals
+    return [
+        LagAnalysis(),
+        ReplicationAnalysis(stale_after_s=3 * intervals.metrics_s, forget_after_s=3 * intervals.metadata_s),
+        FlappingAnalysis(flapping.flaps, flapping.window_s, flapping.clear_after_s),
+        ThroughputAnalysis({c.name: c.broker_disk_bytes for c in config.clusters if c.broker_disk_bytes}),
+        ProducerAnalysis({(c.name, p.client_id): p.topics for c in config.clusters for p in c.producers}),
+    ]
 
 
 def pipeline(config: Config) -> Pipeline:

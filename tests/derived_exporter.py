@@ -1,4 +1,5 @@
-"""A stand-in for the Spark jobs' exporter: serves every documented metric with settable values."""
+"""A stand-in for the Spark jobs' exporter: serves every derived metric (``DERIVED_METRICS``) with settable
+values. Raw broker metrics come from the simulator's JMX-exporter endpoints instead."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from common.metrics import ALL_METRICS
+from common.metrics import DERIVED_METRICS
 from peers.process import HOST, free_port
+
+SERVED = {m.name: m for m in DERIVED_METRICS}
 
 LABEL_VALUES = {
     "cluster": "c1",
@@ -30,7 +33,6 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_topic_replication_factor": 3,
     "kobs_broker_up": 1,
     "kobs_cluster_active_controllers": 1,
-    "kafka_controller_kafkacontroller_activecontrollercount": 1,
     "kobs_broker_disk_runway_days": math.inf,
     "kobs_producer_time_to_block_seconds": math.inf,
     "kobs_topic_bytes_in_per_second": 1e6,
@@ -45,11 +47,22 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
 }
 
 
-class DerivedExporter:
-    """One series per metric (labels from LABEL_VALUES) on 127.0.0.1; ``values`` may change at any time."""
+Value = float | Callable[[], float]
 
-    def __init__(self, values: dict[str, float | Callable[[], float]] | None = None):
-        self.values = {name: 0.0 for name in ALL_METRICS} | HEALTHY | (values or {})
+
+class DerivedExporter:
+    """One series per metric (labels from LABEL_VALUES) on 127.0.0.1; ``values`` may change at any time.
+
+    ``series`` replaces a metric's one series by several: a list of (label overrides, value) each.
+    """
+
+    def __init__(
+        self,
+        values: dict[str, Value] | None = None,
+        series: dict[str, list[tuple[dict[str, str], Value]]] | None = None,
+    ):
+        self.values = {name: 0.0 for name in SERVED} | HEALTHY | (values or {})
+        self.series = series or {}
         self.port = free_port()
         self._server = None
 
@@ -58,13 +71,14 @@ class DerivedExporter:
         return f"{HOST}:{self.port}"
 
     def collect(self) -> Iterator[Metric]:
-        for name, metric in ALL_METRICS.items():
+        for name, metric in SERVED.items():
             family = CounterMetricFamily if metric.type == "counter" else GaugeMetricFamily
-            value = self.values[name]
             sample = family(name, metric.help, labels=metric.labels)
-            sample.add_metric(
-                [LABEL_VALUES[label] for label in metric.labels], value() if callable(value) else value
-            )
+            for overrides, value in self.series.get(name, [({}, self.values[name])]):
+                labels = LABEL_VALUES | overrides
+                sample.add_metric(
+                    [labels[label] for label in metric.labels], value() if callable(value) else value
+                )
             yield sample
 
     def __enter__(self) -> DerivedExporter:

@@ -1,6 +1,9 @@
-"""End to end: a real Prometheus with the shipped rules (for: shortened) scrapes a derived-metrics exporter,
-a metric flips to its alerting value, and the page reaches a webhook through a real Alertmanager routed by the
-shipped config; the inhibited consequence stays suppressed."""
+"""End to end through a real Prometheus loaded with the shipped rules and a real Alertmanager with the shipped
+routing (webhook URLs pointed at the test's server, grouping delays 1 s), to the pager webhook:
+- the simulator plays the unclean-election scenario in accelerated time behind its JMX-exporter endpoints,
+  and the raw broker counter pages KafkaUncleanLeaderElection (shipped rules unchanged: it has no ``for:``);
+- a derived-metrics exporter flips to offline partitions (rules' ``for:`` shortened to 1 s): the page
+  arrives and the inhibited under-replicated page stays suppressed."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from derived_exporter import DerivedExporter
 from alerts import check
 from peers.process import HOST
 from peers.prometheus import Alertmanager, Prometheus
+from simulator.runtime import Runtime
+from simulator.scenario import Simulation, load_scenario
 
 pytestmark = pytest.mark.peers
 
@@ -65,6 +70,17 @@ def _alertmanager_config(webhook_url: str) -> dict:
     return config
 
 
+@pytest.fixture
+def webhook():
+    server = Webhook()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _wait_for(predicate, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while not (result := predicate()):
@@ -73,34 +89,73 @@ def _wait_for(predicate, timeout_s=30.0):
     return result
 
 
-def test_offline_partitions_page_reaches_the_pager_webhook_and_inhibit_the_urp_page(tmp_path):
-    webhook = Webhook()
-    threading.Thread(target=webhook.serve_forever, daemon=True).start()
+def test_unclean_election_in_the_simulator_pages_through_alertmanager(webhook, tmp_path):
+    """unclean-election: topic logs (3 partitions, RF 2, start index and shift 0) is placed as Kafka does,
+    [0,1] [1,2] [2,0]; broker 2 falls out of the ISR of partition 1, then its leader, broker 1, dies at 40 s:
+    the controller elects broker 2 uncleanly for that one partition."""
+    runtime = Runtime(Simulation(load_scenario("unclean-election"))).start()
+    brokers = [f"{HOST}:{endpoint.port}" for endpoint in runtime.brokers.values()]
+    elections = 'sum(kafka_controller_controllerstats_uncleanleaderelections_total{cluster="sim"})'
+    # 20 simulated seconds per wall second, up to 60 s: the election at 40 s comes 2 s after the start
+    scenario_run = threading.Thread(target=runtime.run, args=(20.0, 60.0))
     try:
         with (
-            DerivedExporter() as exporter,
             Alertmanager(tmp_path / "am", _alertmanager_config(webhook.url)) as am,
             Prometheus(
                 tmp_path / "prom",
-                {"kobs-exporter": [exporter.address]},
-                rule_files=_short_rules(tmp_path),
+                {"simulated-kafka": brokers},
+                rule_files=check.rule_files(),
                 alertmanager=am.address,
+                target_labels={"simulated-kafka": {"cluster": "sim"}},
             ) as prom,
         ):
-            _wait_for(lambda: prom.query('kobs_broker_up{job="kobs-exporter"}'))
-            exporter.values["kobs_topic_offline_partitions"] = 3
-            exporter.values["kobs_topic_under_replicated_seconds"] = 600
-
-            def both_in_alertmanager():
-                alerts = {a["labels"]["alertname"]: a for a in am.alerts()}
-                names = {"KafkaOfflinePartitions", "KafkaUnderReplicatedPartitions"}
-                return alerts if names <= set(alerts) else None
-
-            alerts = _wait_for(both_in_alertmanager)
+            before = _wait_for(lambda: prom.query(elections))  # the counter is scraped at 0 first
+            scenario_run.start()
             pages = _wait_for(lambda: [p for path, p in webhook.received if path == "/page"])
+            after = prom.query(elections)
+            alerts = am.alerts()
     finally:
-        webhook.shutdown()
-        webhook.server_close()
+        if scenario_run.is_alive():
+            scenario_run.join()
+        runtime.stop()
+
+    assert float(before[0]["value"][1]) == 0 and float(after[0]["value"][1]) == 1
+    assert runtime.sim.cluster.messages_lost > 0  # the model's ground truth: the page was deserved
+    labels = {"alertname": "KafkaUncleanLeaderElection", "cluster": "sim", "severity": "page"}
+    assert [a["labels"] for a in alerts] == [labels], "only the unclean election fired"
+    assert [r["name"] for r in alerts[0]["receivers"]] == ["page"]
+    (page,) = pages
+    assert page["receiver"] == "page" and page["status"] == "firing"
+    assert page["groupLabels"] == {"cluster": "sim", "alertname": "KafkaUncleanLeaderElection"}
+    (alert,) = page["alerts"]
+    assert alert["labels"] == labels
+    assert alert["annotations"]["summary"] == "sim: unclean leader election (possible data loss)"
+    assert alert["annotations"]["runbook_url"] == "docs/runbooks/replication.md#kafkauncleanleaderelection"
+    assert all(path == "/page" for path, _ in webhook.received), "nothing went to the ticket receiver"
+
+
+def test_offline_partitions_page_reaches_the_pager_webhook_and_inhibit_the_urp_page(webhook, tmp_path):
+    with (
+        DerivedExporter() as exporter,
+        Alertmanager(tmp_path / "am", _alertmanager_config(webhook.url)) as am,
+        Prometheus(
+            tmp_path / "prom",
+            {"kobs-exporter": [exporter.address]},
+            rule_files=_short_rules(tmp_path),
+            alertmanager=am.address,
+        ) as prom,
+    ):
+        _wait_for(lambda: prom.query('kobs_broker_up{job="kobs-exporter"}'))
+        exporter.values["kobs_topic_offline_partitions"] = 3
+        exporter.values["kobs_topic_under_replicated_seconds"] = 600
+
+        def both_in_alertmanager():
+            alerts = {a["labels"]["alertname"]: a for a in am.alerts()}
+            names = {"KafkaOfflinePartitions", "KafkaUnderReplicatedPartitions"}
+            return alerts if names <= set(alerts) else None
+
+        alerts = _wait_for(both_in_alertmanager)
+        pages = _wait_for(lambda: [p for path, p in webhook.received if path == "/page"])
 
     assert set(alerts) == {"KafkaOfflinePartitions", "KafkaUnderReplicatedPartitions"}, "healthy values fired"
     offline, urp = alerts["KafkaOfflinePartitions"], alerts["KafkaUnderReplicatedPartitions"]

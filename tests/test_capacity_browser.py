@@ -1,57 +1,97 @@
-"""The what-if page in a real browser: Chromium (Playwright) against ``kobs app``'s Streamlit server."""
+"""The app in a real browser: Chromium (Playwright) against ``kobs app``'s Streamlit server, with live
+pages fed by a real Prometheus scraping the derived-metrics exporter and Parquet history written here."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
+from app_data import SERIES, write_config, write_history
+from browser import RENDERED, browser_page, open_page
+from derived_exporter import DerivedExporter
 
-from app.serve import streamlit_argv
+from app.serve import app_env, streamlit_argv
 from peers.process import ManagedProcess, free_port, http_ready
+from peers.prometheus import Prometheus
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "var" / "artifacts"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]  # fmt: skip
+REFRESH_S = 2
+# Page (sidebar link, screenshot name) -> text that appears once the page has rendered its live data.
+LIVE_PAGES = {
+    ("Cluster health", "health"): "Topics in trouble: orders",
+    ("Consumer lag", "lag"): "Lag over time",
+    ("Throughput vs stored data", "throughput"): "throughput falls as stored data grows (r = -1.00)",
+    ("Producers", "producers"): "c1/web: send() is blocking now",
+}
 
 
 @pytest.fixture(scope="module")
-def page_url(tmp_path_factory):
+def exporter():
+    with DerivedExporter(series=dict(SERIES)) as exporter:
+        yield exporter
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory, exporter):
+    run_dir = tmp_path_factory.mktemp("app")
+    write_history(run_dir / "history")
     port = free_port()
     url = f"http://127.0.0.1:{port}/"
-    run_dir = tmp_path_factory.mktemp("streamlit")
-    ready = http_ready(url + "_stcore/health")
-    server = ManagedProcess("streamlit", streamlit_argv(port), run_dir, ready, {"PYTHONPATH": str(ROOT)}, 60)
-    with server:
-        yield url
+    with Prometheus(run_dir / "prom", {"kobs-exporter": [exporter.address]}) as prom:
+        deadline = time.monotonic() + 30
+        while len(prom.query("kobs_broker_up")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        config = write_config(run_dir / "kobs.yaml", prom.url, run_dir, refresh_s=REFRESH_S)
+        env = {"PYTHONPATH": str(ROOT), **app_env(config)}
+        ready = http_ready(url + "_stcore/health")
+        with ManagedProcess("streamlit", streamlit_argv(port), run_dir, ready, env, 60):
+            yield url
 
 
-def test_browser_changes_inputs_and_sees_the_result(page_url):
+@pytest.fixture(scope="module")
+def page():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(page_url)
-            # A fresh server's first paint is blank: wait for the model's answer to render.
-            page.get_by_text("produce: producer NIC; consume: consumer NIC").wait_for(timeout=30_000)
-            page.screenshot(path=ARTIFACTS / "whatif-throughput.png", full_page=True)
+    with browser_page() as page:
+        yield page
 
-            partitions = page.get_by_label("Partitions")
-            partitions.fill("16")
-            partitions.press("Enter")
-            page.get_by_role("tab", name="Broker failure").click()
-            # 16 partitions, RF 1, 3 brokers; broker 0 dies holding 6 of them: 32 MiB / (6/16 MiB/s) = 85.3 s.
-            page.get_by_text("send() blocks after 85.3 s").wait_for(timeout=30_000)
-            page.screenshot(path=ARTIFACTS / "whatif-broker-failure.png", full_page=True)
 
-            replication = page.get_by_label("Replication factor")
-            replication.fill("4")
-            replication.press("Enter")
-            page.get_by_text("use at most 3").wait_for(timeout=30_000)
-            page.screenshot(path=ARTIFACTS / "whatif-bad-input.png", full_page=True)
-        finally:
-            browser.close()
+def test_browser_opens_every_live_page_with_its_data(app_url, page):
+    page.goto(app_url)
+    for (title, name), text in LIVE_PAGES.items():
+        open_page(page, title)
+        # A fresh server's first paint is blank: wait for the live data to render.
+        page.get_by_text(text).first.wait_for(timeout=30_000)
+        page.wait_for_function(RENDERED, timeout=30_000)  # tables and charts load after the text
+        page.screenshot(path=ARTIFACTS / f"live-{name}.png", full_page=True)
+
+
+def test_browser_changes_what_if_inputs_and_sees_the_result(app_url, page):
+    page.goto(app_url)
+    open_page(page, "What if")
+    page.get_by_text("produce: producer NIC; consume: consumer NIC").wait_for(timeout=30_000)
+    page.screenshot(path=ARTIFACTS / "whatif-throughput.png", full_page=True)
+
+    partitions = page.get_by_label("Partitions", exact=True)
+    partitions.fill("16")
+    partitions.press("Enter")
+    page.get_by_role("tab", name="Broker failure").click()
+    # 16 partitions, RF 1, 3 brokers; broker 0 dies holding 6 of them: 32 MiB / (6/16 MiB/s) = 85.3 s.
+    page.get_by_text("send() blocks after 85.3 s").wait_for(timeout=30_000)
+    page.screenshot(path=ARTIFACTS / "whatif-broker-failure.png", full_page=True)
+
+    replication = page.get_by_label("Replication factor", exact=True)
+    replication.fill("4")
+    replication.press("Enter")
+    failure_tab = page.get_by_role("tabpanel", name="Broker failure")
+    failure_tab.get_by_text("4 is outside 1..3 (the number of brokers) — use 1..3").wait_for(timeout=30_000)
+    page.screenshot(path=ARTIFACTS / "whatif-bad-input.png", full_page=True)
+
+
+def test_live_pages_refresh_on_their_own(app_url, page, exporter):
+    page.goto(app_url)
+    page.get_by_text("2 / 3").wait_for(timeout=30_000)
+    exporter.series["kobs_broker_up"] = [({"broker": b}, 1) for b in ("1", "2", "3")]  # broker 2 is back
+    # No reload: Prometheus scrapes every second and the page re-runs every REFRESH_S seconds.
+    page.get_by_text("3 / 3").wait_for(timeout=30_000)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.capacity.failure import Producer, lose_brokers
+from app.capacity.failure import Producer, lose_brokers, stalled_members
 from app.capacity.model import MIB, CapacityError
-from common.placement import assign_replicas
+from common.placement import assign_replicas, range_assign
 
 # The classic incident: 16 partitions, replication factor 1, 3 brokers. With start 0, partition p sits on
 # broker p % 3, so broker 1 holds partitions 1, 4, 7, 10, 13.
@@ -66,3 +66,10 @@ def test_unknown_broker_and_negative_rate_are_errors():
         lose_brokers(INCIDENT, {7})
     with pytest.raises(CapacityError, match="negative"):
         Producer("p", -1.0)
+
+
+def test_group_members_owning_offline_partitions_stall():
+    offline = lose_brokers(INCIDENT, {1}).offline  # 1, 4, 7, 10, 13
+    members = range_assign(INCIDENT, ["a", "b", "c"])  # a: 0-5, b: 6-10, c: 11-15
+    assert stalled_members(members, offline) == {"a": [1, 4], "b": [7, 10], "c": [13]}
+    assert stalled_members(members, ()) == {}

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import yaml
 from streamlit.testing.v1 import AppTest
 
+from peers.process import free_port
+from peers.stack import create_topic
+
 PAGE = str(Path(__file__).resolve().parents[1] / "app" / "whatif_page.py")
+COMPARE, PLACEMENT = 0, 1  # tables in tab order: throughput's comparison, the placement
 
 
 def run(**inputs: int) -> AppTest:
@@ -40,3 +46,123 @@ def test_replication_factor_above_brokers_is_a_clear_message():
 def test_zero_brokers_is_a_clear_message():
     at = run(brokers=0)
     assert at.error and "brokers: must be greater than 0" in at.error[0].value
+
+
+def lost_brokers(at: AppTest):
+    return next(m for m in at.multiselect if m.label == "Brokers that die")
+
+
+def markdown_after(at: AppTest, prefix: str) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith(prefix))
+
+
+def test_changing_replication_factor_compares_against_linkedins_figure():
+    at = run(rf_then=3)
+    compare = at.dataframe[COMPARE].value
+    then = int(compare.loc["produce records/s", "then"].replace(",", ""))
+    assert 786_980 / 1.5 <= then <= 786_980 * 1.5  # LinkedIn, 1 producer, RF 3, acks=1
+    assert "producer NIC" in compare.loc["bottleneck", "then"]
+
+
+def test_a_bad_change_is_reported_in_its_tab_and_the_other_answers_stand():
+    at = run(rf_then=4)
+    assert [e.value for e in at.error] == ["replication factor: 4 exceeds the 3 brokers — use at most 3"]
+    tables = [d.value for d in at.dataframe]
+    assert any("replicas" in t and len(t) == 6 for t in tables)  # the placement tab still answers
+
+
+def test_sizing_names_disk_as_binding_and_growth_adds_a_broker():
+    # docs/capacity.md: disk = W x retention x RF + partitions x RF x 1 GiB, W = 10 MiB/s x 122/100;
+    # 7.74 TB over 6 TB per broker at 70 % use -> 2 brokers; +50 % traffic: 11.6 TB -> 3 brokers.
+    at = run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Brokers needed now"] == "2" and metrics["After +50 %"] == "3"
+    assert markdown_after(at, "**Binding resource**").endswith("now: disk space; after growth: disk space")
+    at.number_input(key="ingress").set_value(-5.0).run()
+    assert [e.value for e in at.error] == ["ingress mbps: must be greater than 0, got -5.0"]
+
+
+def test_losing_two_of_three_replicas_blocks_acks_all_producers_only():
+    # RF 3, min.insync.replicas 2, two brokers die: every partition keeps one replica, so it is under min
+    # ISR but online; acks=all batches are refused and pile up: 32 MiB at 1 MiB/s = 32.0 s.
+    at = run(rf=3)
+    lost_brokers(at).set_value([0, 1])
+    at.number_input(key="min_isr").set_value(2)
+    at.selectbox(key="acks").set_value("all").run()
+    assert any("Under min ISR: **[0, 1, 2, 3, 4, 5]**" in m.value for m in at.markdown)
+    assert "send() blocks after 32.0 s" in markdown_after(at, "<div id='verdict'>")
+    at.selectbox(key="acks").set_value("1").run()
+    assert "never blocks" in markdown_after(at, "<div id='verdict'>")
+
+
+def test_broker_failure_names_the_group_members_that_stall():
+    # The incident placement: broker 0 holds 0, 3, 6, 9, 12, 15; range assignment of 16 partitions to
+    # 4 members gives each 4 consecutive partitions.
+    at = run(brokers=3, partitions=16, consumers=4)
+    assert markdown_after(at, "**Group members stalled**") == (
+        "**Group members stalled** — consumer-0 (partitions 0, 3), consumer-1 (partitions 6), "
+        "consumer-2 (partitions 9), consumer-3 (partitions 12, 15)"
+    )
+    at.number_input(key="rate").set_value(-1.0).run()
+    assert [e.value for e in at.error] == ["bytes per s: producer producer: rate must not be negative"]
+
+
+def test_placement_follows_kafkas_worked_example():
+    at = run(brokers=5, partitions=10, rf=3)
+    table = at.dataframe[PLACEMENT].value.set_index("partition")["replicas"]
+    assert {p: table[p] for p in (0, 1, 4, 5, 9)} == {
+        0: "0, 1, 2", 1: "1, 2, 3", 4: "4, 0, 1", 5: "0, 2, 3", 9: "4, 1, 2"
+    }  # fmt: skip
+
+
+def test_group_sizing_shows_idle_members_and_the_coordinator_partition():
+    at = run(consumers=8)
+    assert markdown_after(at, "**Idle members**").startswith("**Idle members** — consumer-6, consumer-7")
+    assert "partition **30**" in markdown_after(at, "**Coordinator**")  # test_group_1 -> 30 (KAFKA_NOTES)
+
+
+def test_quota_follows_ckafkas_rules_and_refuses_a_malformed_broker():
+    # Shares 60/90, 20/90, 10/90: Pmin/Pmax < 0.8, so the busiest gets 100 x 2/3 and the others
+    # 100 x min(P + 0.1 x 2/3, 2/3).
+    at = run()
+    assert markdown_after(at, "**Rule**") == "**Rule** — busiest plus headroom; producing allowed"
+    assert markdown_after(at, "**Allocation**") == (
+        "**Allocation** — broker 0: 66.7 MB/s, broker 1: 28.9 MB/s, broker 2: 17.8 MB/s"
+    )
+    at.checkbox(key="storage_full").check().run()
+    assert "producing **blocked**" in markdown_after(at, "**Rule**")
+    at.text_input(key="quota_brokers").input("0=four:60").run()
+    assert [e.value for e in at.error] == [
+        "broker: '0=four:60': write it like 1=12:35.5 (ID=PARTITIONS:TRAFFIC_MBPS)"
+    ]
+
+
+def use_cluster(bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's configuration: one cluster ``c1`` at ``bootstrap``."""
+    config = tmp_path / "kobs.yaml"
+    config.write_text(yaml.safe_dump({"clusters": [{"name": "c1", "bootstrap_servers": [bootstrap]}]}))
+    monkeypatch.setenv("KOBS_CONFIG", str(config))
+
+
+@pytest.mark.peers
+def test_broker_failure_against_a_live_topics_placement(kafka_broker, tmp_path, monkeypatch):
+    # tansu is one node (id 111) holding every replica: losing it takes every partition offline, and a keyed
+    # producer's 1 MiB/s all piles up in its 32 MiB buffer: 32.0 s.
+    create_topic(kafka_broker.bootstrap, "whatif-live", 3)
+    use_cluster(kafka_broker.bootstrap, tmp_path, monkeypatch)
+    at = run()
+    at.radio(key="source").set_value("of a live topic").run()
+    at.selectbox(key="topic").set_value("whatif-live").run()
+    assert lost_brokers(at).value == [111]
+    assert any("Offline partitions: **[0, 1, 2]**" in m.value for m in at.markdown)
+    assert "send() blocks after 32.0 s" in markdown_after(at, "<div id='verdict'>")
+
+
+def test_an_unreachable_cluster_is_one_message_in_the_failure_tab(tmp_path, monkeypatch):
+    address = f"127.0.0.1:{free_port()}"
+    use_cluster(address, tmp_path, monkeypatch)
+    at = run()
+    at.radio(key="source").set_value("of a live topic").run()
+    (error,) = at.error
+    assert error.value.startswith(f"cluster: c1: no metadata from {address} (")
+    assert error.value.endswith("— is the cluster reachable?")

@@ -7,8 +7,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from collectors.exposition import DEFAULT_MAPPING, ExpositionSource
+from collectors.exposition import ExpositionSource
+from collectors.mapping import DEFAULT_MAPPING
+from collectors.scheduler import build_jobs
 from common import names
+from common.config import Config
 from common.contract import decode, encode
 from peers.process import free_port
 
@@ -121,3 +124,26 @@ def test_mapping_is_overridable(server):
         "prod", "exporter/broker-4", f"{server}/custom", {"broker": "4"}, mapping
     ).collect()
     assert _by_name(scrape.batch.samples) == {(names.UNDER_REPLICATED_PARTITIONS, (("broker", "4"),)): 4.0}
+
+
+def test_exporter_names_of_the_config_extend_the_table_for_that_cluster(server):
+    """A cluster whose exporter rules call the URP gauge ``my_urp`` maps it; another cluster does not."""
+    exporters = [{"broker_id": 5, "url": f"{server}/custom"}]
+    config = Config.model_validate(
+        {
+            "clusters": [
+                {
+                    "name": "custom",
+                    "bootstrap_servers": ["127.0.0.1:9"],
+                    "exporters": exporters,
+                    "exporter_names": {"my_urp": names.UNDER_REPLICATED_PARTITIONS},
+                },
+                {"name": "plain", "bootstrap_servers": ["127.0.0.1:9"], "exporters": exporters},
+            ]
+        }
+    )
+    scrapes = {job.cluster: job.source.collect() for job in build_jobs(config) if "exporter/" in job.label}
+    assert _by_name(scrapes["custom"].batch.samples) == {
+        (names.UNDER_REPLICATED_PARTITIONS, (("broker", "5"),)): 4.0
+    }
+    assert scrapes["plain"].errors == [] and scrapes["plain"].batch.samples == ()

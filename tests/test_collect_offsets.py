@@ -6,6 +6,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
@@ -134,6 +135,22 @@ def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker,
     ]
     assert isr == [1, 1, 1]
     assert first.batch.events == () and second.batch.events == ()  # nothing changed in between
+
+
+def test_metadata_reports_each_topics_min_insync_replicas(kafka_broker, cluster):
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    topics = [
+        NewTopic("metadata-strict", 2, 1, config={"min.insync.replicas": "2"}),
+        NewTopic("metadata-lax", 1, 1),
+    ]
+    for future in admin.create_topics(topics, operation_timeout=10).values():
+        future.result(timeout=15)
+    scrape = MetadataSource(cluster).collect()
+    assert scrape.errors == []
+    min_isr = _values(scrape.batch.samples, names.TOPIC_MIN_ISR)
+    assert min_isr[(("topic", "metadata-strict"),)] == 2
+    # tansu lists only a topic's own settings (a Kafka broker adds its defaults): nothing to report
+    assert (("topic", "metadata-lax"),) not in min_isr
 
 
 @pytest.mark.parametrize(

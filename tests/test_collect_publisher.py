@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
 
+from collectors import publisher as publisher_module
 from collectors.publisher import Publisher
 from collectors.spool import Record, Spool
+from collectors.topic import refusal
 from common.config import Config
 from common.contract import Batch, Sample, decode
 from peers.kafka import KafkaBroker
@@ -95,6 +98,68 @@ def _assert_ordered_per_source(seen: list[tuple[str, int]]) -> None:
         assert seqs == sorted(seqs), f"{source} out of order"
 
 
+def _partitions(bootstrap: str, topic: str) -> int | None:
+    topics = (
+        AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    )  # never auto-creates
+    return len(topics[topic].partitions) if topic in topics else None
+
+
+def _config(bootstrap: str, tmp_path, topic: str, partitions: int) -> Config:
+    return Config.model_validate(
+        {
+            "clusters": [{"name": "test", "bootstrap_servers": [bootstrap]}],
+            "metrics_topic": {"name": topic, "partitions": partitions},
+            "sinks": {"run_dir": str(tmp_path)},
+        }
+    )
+
+
+def test_start_creates_a_missing_topic_with_the_configured_partitions(kafka_broker, tmp_path):
+    topic = "publisher-created"
+    assert _partitions(kafka_broker.bootstrap, topic) is None
+    publisher = Publisher.from_config(_config(kafka_broker.bootstrap, tmp_path, topic, 3)).start()
+    try:
+        assert _partitions(kafka_broker.bootstrap, topic) == 3  # tansu's auto-create would give 4
+        assert publisher.submit(_batch("jmx/broker-1", 1)) and publisher.flush(20)
+    finally:
+        publisher.close(timeout_s=5)
+
+
+def test_start_leaves_an_existing_topic_alone(kafka_broker, tmp_path):
+    topic = "publisher-existing"
+    create_topic(kafka_broker.bootstrap, topic, 2)
+    publisher = Publisher.from_config(_config(kafka_broker.bootstrap, tmp_path, topic, 5)).start()
+    publisher.close(timeout_s=5)
+    assert _partitions(kafka_broker.bootstrap, topic) == 2
+
+
+def test_start_against_an_unreachable_cluster_does_not_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(publisher_module, "CREATE_TIMEOUT_S", 1.0)
+    publisher = Publisher.from_config(_config(f"127.0.0.1:{free_port()}", tmp_path, "unreachable", 1))
+    started = time.monotonic()
+    publisher.start()
+    try:
+        assert time.monotonic() - started < 10  # generous bound over the 1 s wait
+        assert publisher.submit(_batch("jmx/broker-1", 1))  # accepted: it goes to the spool
+    finally:
+        publisher.close(timeout_s=0)
+
+
+def test_a_refused_creation_names_the_cause_and_the_setting_to_fix():
+    # tansu accepts any replication factor and has no ACLs, so it cannot refuse: the error is the one a
+    # Kafka broker returns for a replication factor above its broker count, as librdkafka reports it.
+    error = KafkaError(
+        KafkaError.INVALID_REPLICATION_FACTOR, "Replication factor: 3 larger than available brokers: 1."
+    )
+    message = refusal("kobs.metrics", 6, 3, error)
+    assert message == (
+        "cannot create metrics topic 'kobs.metrics' (6 partitions, replication factor 3): "
+        "INVALID_REPLICATION_FACTOR: Replication factor: 3 larger than available brokers: 1. "
+        "— set metrics_topic.replication_factor to at most the broker count"
+    )
+
+
 def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
     port = free_port()
     broker = KafkaBroker(tmp_path / "kafka-1", port).start()
@@ -104,8 +169,7 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
             "sinks": {"run_dir": str(tmp_path)},
         }
     )
-    create_topic(broker.bootstrap, TOPIC, 6)
-    publisher = Publisher.from_config(config, probe_interval_s=0.5).start()
+    publisher = Publisher.from_config(config, probe_interval_s=0.5).start()  # creates the topic
     try:
         # Phase 1: broker up. Everything arrives once.
         _submit(publisher, range(0, 30))
@@ -125,9 +189,8 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
         assert publisher.spool_bytes > 0
         assert not publisher.flush(0.5)
 
-        # Restart on the same port: memory storage, so the topic is gone; recreate it.
+        # Restart on the same port: memory storage, so the topic is gone; the publisher creates it again.
         broker = KafkaBroker(tmp_path / "kafka-2", port).start()
-        create_topic(broker.bootstrap, TOPIC, 6)
         # Phase 4: after recovery, new records queue behind the spool.
         _submit(publisher, range(120, 150))
         assert publisher.flush(30)
@@ -142,6 +205,7 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
             assert counts[(SOURCES[seq % 3], seq)] == 3
         assert {seq for _, seq in counts} <= set(range(30, 150))  # phase 1 died with the old broker
         _assert_ordered_per_source(seen)
+        assert _partitions(broker.bootstrap, TOPIC) == 6  # the configured count; tansu auto-creates 4
     finally:
         publisher.close(timeout_s=5)
         broker.stop()

@@ -8,8 +8,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
+from collectors.scheduler import reason_of
 from collectors.zookeeper_isr import ZooKeeperIsrSource
 from common.contract import decode, encode
+from peers.zookeeper import ZooKeeper
 
 
 def _state(leader, isr, leader_epoch):
@@ -140,3 +142,19 @@ def test_after_session_expiry_everything_is_diffed_and_watches_come_back(zk, zoo
         assert _isr(events) == [("orders", 0, [2], [2, 1], 2, 6, "expand")]
     finally:
         source.stop()
+
+
+def test_a_lost_connection_is_counted_as_zookeeper_disconnected(tmp_path):
+    with ZooKeeper(tmp_path) as own:  # its own server: stopping the shared one would break other tests
+        source = ZooKeeperIsrSource("zk", own.connect, timeout_s=4).start()
+        try:
+            assert source.collect().errors == []
+            own.stop()
+            errors, deadline = [], time.monotonic() + 15
+            while not errors and time.monotonic() < deadline:
+                errors = source.collect().errors
+                time.sleep(0.1)
+        finally:
+            source.stop()
+    assert [reason_of(e) for e in errors] == ["zookeeper_disconnected"]
+    assert own.connect in errors[0]

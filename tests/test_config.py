@@ -104,6 +104,16 @@ ONE = "clusters: [{name: a, bootstrap_servers: [h:1]"  # a valid cluster, left o
         (ONE + ", producers: [{client_id: p}]}]", "clusters[0].producers[0]: set exactly one of url or jmx"),
         (ONE + "}, {name: a, bootstrap_servers: [h:2]}]", "cluster names must be unique"),
         (ONE + ", mode: zk}]", "clusters[0].mode: 'zk' is invalid"),
+        (ONE + ", mode: zookeeper}]", "clusters[0]: mode zookeeper needs the ZooKeeper connect string"),
+        (
+            ONE + ", exporter_names: {my_urp: kafka_broker_underreplicated_partitions}}]",
+            "clusters[0].exporter_names: my_urp: 'kafka_broker_underreplicated_partitions' is not a "
+            "canonical metric name — did you mean 'kafka_broker_under_replicated_partitions'?",
+        ),
+        (
+            ONE + ", exporter_names: {my-urp: kafka_broker_under_replicated_partitions}}]",
+            "clusters[0].exporter_names: 'my-urp' is not a Prometheus series name",
+        ),
         ("clusters: []", "clusters: List should have at least 1 item"),
         ("metrics_topic: {name: x}", "clusters: required key is missing"),
         ("- just\n- a list", "the top level must be a mapping"),

@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 from derived_exporter import DerivedExporter
+from exposition import scrape
 
 import dashboards
-from common.metrics import ALL_METRICS
+from common.metrics import ALL_METRICS, COLLECTOR_METRICS, metric_of
 from dashboards.spec import DASHBOARDS, VARIABLE_SOURCES
 from kobs.cli import main
+from peers.process import HOST, free_port
 from peers.prometheus import Prometheus
+from simulator.runtime import Runtime
+from simulator.scenario import Simulation, load_scenario
 
 PROVISIONING = Path(dashboards.__file__).parent / "provisioning"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def boards(tmp_path_factory):
     out = tmp_path_factory.mktemp("dashboards")
-    assert main(["dashboards", "--out", str(out)]) == 0
+    assert main(["dashboards", "generate", "--out", str(out)]) == 0
     return {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
 
 
@@ -68,7 +78,9 @@ def test_dashboards_are_grafana_json_with_datasource_and_targets(boards):
 
 
 def test_panels_and_variables_read_documented_metrics(boards):
-    read = {m for _, _, expr in _queries(boards) for m in re.findall(r"\b((?:kobs|kafka)_\w+)", expr)}
+    read = {
+        metric_of(m) for _, _, expr in _queries(boards) for m in re.findall(r"\b((?:kobs|kafka)_\w+)", expr)
+    }
     assert read <= set(ALL_METRICS)
     assert set(VARIABLE_SOURCES.values()) <= set(ALL_METRICS)
     never_shown = (
@@ -92,18 +104,95 @@ def test_provisioning_points_grafana_at_prometheus_and_the_generated_json():
     assert provider["type"] == "file" and provider["options"]["path"]
 
 
+@contextlib.contextmanager
+def collector(tmp_path: Path, bootstrap: str, exporter_urls: list[str]):
+    """A real ``kobs collect`` scraping ``exporter_urls`` and an address where nothing listens (its errors
+    feed the error panels) every second; yields its self-metrics address."""
+    address = f"{HOST}:{free_port()}"
+    urls = [*exporter_urls, f"http://{HOST}:{free_port()}/metrics"]
+    exporters = [{"broker_id": i, "url": url} for i, url in enumerate(urls)]
+    config = tmp_path / "kobs.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "c1", "bootstrap_servers": [bootstrap], "exporters": exporters}],
+                "metrics_topic": {"name": "dashboards-metrics"},
+                "intervals": {"metrics_s": 1, "offsets_s": 1, "metadata_s": 1, "producers_s": 1},
+                "sinks": {"run_dir": str(tmp_path / "run"), "self_metrics_address": address},
+            }
+        )
+    )
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "kobs.cli", "collect", "--config", str(config)]
+    with open(tmp_path / "collect.log", "w") as log:
+        process = subprocess.Popen(command, env=env, stderr=log)
+    try:
+        yield address
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _metric_labels(url: str) -> dict[str, set[str]]:
+    """Metric -> label names served at ``url`` (histogram series folded into their metric)."""
+    served: dict[str, set[str]] = {}
+    for name, labels in scrape(url):
+        if not name.endswith("_created"):  # prometheus_client's creation timestamps
+            served.setdefault(metric_of(name), set()).update(k for k, _ in labels if k != "le")
+    return served
+
+
 @pytest.mark.peers
-def test_every_panel_query_returns_data_from_prometheus(boards, tmp_path):
-    """Variables become match-all and $__rate_interval 1m; every query must return a non-empty result."""
+def test_the_collector_serves_the_documented_self_metrics(kafka_broker, tmp_path):
+    """What panels and rules read of ``kobs collect`` is what it serves: COLLECTOR_METRICS with their labels
+    (the source that cannot be reached makes the error counter appear)."""
+    with collector(tmp_path, kafka_broker.bootstrap, []) as address:
+        deadline, served = time.monotonic() + 30, {}
+        while "kobs_collector_scrape_errors_total" not in served and time.monotonic() < deadline:
+            time.sleep(0.2)
+            with contextlib.suppress(OSError):
+                served = _metric_labels(f"http://{address}/metrics")
+    assert served == {m.name: set(m.labels) for m in COLLECTOR_METRICS}
+
+
+@contextlib.contextmanager
+def simulated_cluster():
+    """The rf1-incident scenario's brokers behind their JMX-exporter endpoints; yields the runtime."""
+    runtime = Runtime(Simulation(load_scenario("rf1-incident"))).start()
+    try:
+        yield runtime
+    finally:
+        runtime.stop()
+
+
+@pytest.mark.peers
+def test_every_panel_query_returns_data_from_prometheus(boards, kafka_broker, tmp_path):
+    """Prometheus scrapes the derived exporter, the simulated brokers' JMX exporters (raw broker panels) and
+    a real collector's self-metrics (the collector scrapes the simulated brokers). Variables become match-all
+    and $__rate_interval 1m; every query must return a non-empty result."""
     queries = [
         (uid, title, re.sub(r"\$\w+", ".*", expr.replace("$__rate_interval", "1m")))
         for uid, title, expr in _queries(boards)
     ]
     with (
         DerivedExporter() as exporter,
-        Prometheus(tmp_path / "prom", {"kobs-exporter": [exporter.address]}) as prom,
+        simulated_cluster() as sim,
+        collector(tmp_path, kafka_broker.bootstrap, [e.url for e in sim.brokers.values()]) as self_metrics,
+        Prometheus(
+            tmp_path / "prom",
+            {
+                "kobs-exporter": [exporter.address],
+                "kobs-collector": [self_metrics],
+                "simulated-kafka": [f"{HOST}:{e.port}" for e in sim.brokers.values()],
+            },
+            target_labels={"simulated-kafka": {"cluster": "c1"}},
+        ) as prom,
     ):
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 45
         empty = queries
         while empty and time.monotonic() < deadline:  # rate() needs two scrapes
             empty = [(u, t, q) for u, t, q in empty if not prom.query(q)]

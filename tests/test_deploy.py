@@ -1,18 +1,31 @@
-"""The docker-compose stack and its configuration files are valid for the real tools that read them."""
+"""The docker-compose stack: valid for the real tools that read it, and every port, URL, topic, path and
+command in it agrees with deploy/, the shipped provisioning and kobs's own command line and configuration.
+
+No Docker engine runs here: ``docker-compose config`` validates and normalises the file offline, and the
+tests read its output."""
 
 from __future__ import annotations
 
+import re
 import subprocess
+import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 from common.config import load_config
+from kobs.cli import build_parser
 
 ROOT = Path(__file__).parents[1]
+DEPLOY = ROOT / "deploy"
+KOBS_IMAGE = "kafka-observatory:latest"
+ONE_SHOT = {"metrics-topic", "dashboards"}  # run once at start, then exit
 
 
-def test_compose_file_validates_offline():
+@pytest.fixture(scope="module")
+def services() -> dict:
     result = subprocess.run(
         ["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config"],
         capture_output=True,
@@ -20,25 +33,167 @@ def test_compose_file_validates_offline():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    services = yaml.safe_load(result.stdout)["services"]
-    expected = {"kafka", "spark-master", "spark-worker", "collectors", "streaming", "app"}
-    assert expected | {"prometheus", "alertmanager", "grafana"} <= set(services)
-    assert services["collectors"]["command"] == ["collect", "--config", "/etc/kobs/kobs.yaml"]
+    return yaml.safe_load(result.stdout)["services"]
 
 
-def test_compose_configuration_is_valid_kobs_config():
-    config = load_config(ROOT / "deploy" / "kobs.yaml", environ={})
-    assert config.clusters[0].bootstrap_servers == ["kafka:9092"] and config.clusters[0].mode == "kraft"
+@pytest.fixture(scope="module")
+def config():
+    return load_config(DEPLOY / "kobs.yaml", environ={})
 
 
-def test_compose_prometheus_config_passes_promtool_and_loads_the_shipped_rules():
+def _mounts(service: dict) -> dict[str, str]:
+    """Container path -> source (a named volume, or a path relative to the repository)."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        mounts[target] = str(Path(source).relative_to(ROOT)) if source.startswith("/") else source
+    return mounts
+
+
+def _container_ports(service: dict) -> set[int]:
+    return {int(p["target"]) for p in service.get("ports", [])}
+
+
+def _option(command: list[str], name: str) -> str:
+    """The value of ``--name=value`` or ``--name value`` in a command."""
+    for i, arg in enumerate(command):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name:
+            return command[i + 1]
+    raise AssertionError(f"{name} not in {command}")
+
+
+def _port(address: str) -> int:
+    return int(address.rsplit(":", 1)[1])
+
+
+def _prometheus_targets() -> dict[str, list[str]]:
+    doc = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    return {job["job_name"]: job["static_configs"][0]["targets"] for job in doc["scrape_configs"]}
+
+
+def test_the_stack_has_every_part_with_health_checks(services):
+    kafka = {"kafka-1", "kafka-2", "kafka-3"}
+    parts = {"spark-master", "spark-worker", "collectors", "streaming", "app", "prometheus", "alertmanager"}
+    assert kafka | parts | {"grafana"} | ONE_SHOT <= set(services)
+    for name, service in services.items():
+        assert name in ONE_SHOT or service.get("healthcheck", {}).get("test"), f"{name}: no health check"
+    for name in kafka:
+        env = services[name]["environment"]
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller" and env["KAFKA_JMX_PORT"]
+        assert f"{env['KAFKA_NODE_ID']}@{name}:9093" in env["KAFKA_CONTROLLER_QUORUM_VOTERS"].split(",")
+
+
+def test_every_kobs_service_runs_a_valid_kobs_command_line(services):
+    """Parsed by kobs's own argument parser: an unknown option (say ``kobs app --config``) is refused."""
+    kobs_services = {n: s for n, s in services.items() if s["image"] == KOBS_IMAGE and "entrypoint" not in s}
+    assert {"collectors", "streaming", "app", "dashboards"} <= set(kobs_services)
+    parser = build_parser()
+    for name, service in kobs_services.items():
+        args = parser.parse_args(service["command"])  # exits (status 2) on a bad command line
+        if getattr(args, "config", None):
+            assert _mounts(service)[str(args.config)] == "deploy/kobs.yaml", name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["app", "--config", "/etc/kobs/kobs.yaml"])
+
+
+def test_data_lives_in_named_volumes(services, config):
+    for name in ("kafka-1", "kafka-2", "kafka-3"):
+        assert _mounts(services[name])[services[name]["environment"]["KAFKA_LOG_DIRS"]] == f"{name}-data"
+    for name in (
+        "collectors",
+        "streaming",
+        "spark-worker",
+    ):  # spool, checkpoints, history; executors write too
+        assert _mounts(services[name])[str(config.sinks.run_dir)] == "kobs-data", name
+        assert services[name]["environment"]["KOBS__SINKS__RUN_DIR"] == str(config.sinks.run_dir)
+    tsdb = next(
+        a.split("=")[1] for a in services["prometheus"]["command"] if a.startswith("--storage.tsdb.path")
+    )
+    assert _mounts(services["prometheus"])[tsdb] == "prometheus-data"
+    storage = next(
+        a.split("=")[1] for a in services["alertmanager"]["command"] if a.startswith("--storage.path")
+    )
+    assert _mounts(services["alertmanager"])[storage] == "alertmanager-data"
+    assert _mounts(services["grafana"])["/var/lib/grafana"] == "grafana-data"
+
+
+def test_kafka_addresses_and_metrics_topic_agree_with_the_configuration(services, config):
+    (cluster,) = config.clusters
+    for server in cluster.bootstrap_servers:
+        host, port = server.split(":")
+        assert f"PLAINTEXT://{server}" in services[host]["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(
+            ","
+        )
+        assert f"PLAINTEXT://:{port}" in services[host]["environment"]["KAFKA_LISTENERS"].split(",")
+    for jmx in cluster.jmx:
+        host, port = jmx.address.split(":")
+        env = services[host]["environment"]
+        assert (env["KAFKA_NODE_ID"], env["KAFKA_JMX_HOSTNAME"], env["KAFKA_JMX_PORT"]) == (
+            jmx.broker_id,
+            host,
+            int(port),
+        )
+    command = services["metrics-topic"]["command"]
+    topic = config.metrics_topic
+    assert _option(command, "--topic") == topic.name
+    assert int(_option(command, "--partitions")) == topic.partitions
+    assert int(_option(command, "--replication-factor")) == topic.replication_factor
+    assert _option(command, "--bootstrap-server").split(",") == topic.bootstrap_servers
+    assert set(topic.bootstrap_servers) <= {f"{name}:9092" for name in services if name.startswith("kafka-")}
+    assert "--if-not-exists" in command
+
+
+def test_prometheus_alertmanager_grafana_and_spark_addresses_agree(services, config):
+    targets = _prometheus_targets()
+    assert targets["kobs-exporter"] == [f"streaming:{_port(config.sinks.exporter_address)}"]
+    assert targets["kobs-collector"] == [f"collectors:{_port(config.sinks.self_metrics_address)}"]
+    for host in (target.split(":")[0] for job in targets.values() for target in job):
+        assert host in services, f"Prometheus scrapes {host}, which is no compose service"
+    prometheus = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    (alertmanager,) = prometheus["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert int(alertmanager.split(":")[1]) in _container_ports(services[alertmanager.split(":")[0]])
+    datasource = yaml.safe_load((ROOT / "dashboards/provisioning/datasource.yml").read_text())["datasources"][
+        0
+    ]
+    url = urlsplit(datasource["url"])
+    assert url.hostname == "prometheus" and url.port in _container_ports(services["prometheus"])
+    master = services["spark-master"]["command"]
+    master_url = f"spark://{_option(master, '--host')}:{_option(master, '--port')}"
+    assert _option(services["streaming"]["command"], "--master") == master_url
+    assert master_url in services["spark-worker"]["command"]
+
+
+def test_prometheus_loads_the_shipped_rules_and_alertmanager_the_shipped_routing(services):
+    prometheus_mounts = _mounts(services["prometheus"])
+    (pattern,) = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())["rule_files"]
+    rules_dir = str(Path(pattern).parent)
+    assert prometheus_mounts[rules_dir] == "alerts"
+    shipped = sorted((ROOT / "alerts").glob(Path(pattern).name))
+    assert shipped and all(p.name.endswith(".rules.yml") for p in shipped)
+    config_file = _option(services["alertmanager"]["command"], "--config.file")
+    assert _mounts(services["alertmanager"])[config_file] == "alerts/alertmanager.yml"
     result = subprocess.run(
-        ["promtool", "check", "config", str(ROOT / "deploy" / "prometheus.yml")],
-        capture_output=True,
-        text=True,
-        timeout=60,
+        ["promtool", "check", "config", str(DEPLOY / "prometheus.yml")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    (pattern,) = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["rule_files"]
-    shipped = sorted(p.name for p in (ROOT / "alerts").glob(Path(pattern).name))
-    assert shipped and all(name.endswith(".rules.yml") for name in shipped)
+
+
+def test_grafana_loads_the_dashboards_the_stack_generates(services):
+    provider = yaml.safe_load((ROOT / "dashboards/provisioning/dashboards.yml").read_text())["providers"][0]
+    path = provider["options"]["path"]
+    grafana = _mounts(services["grafana"])
+    assert grafana["/etc/grafana/provisioning"] == "dashboards/provisioning"
+    command = services["dashboards"]["command"]
+    assert command[:2] == ["dashboards", "generate"] and _option(command, "--out") == path
+    assert grafana[path] == _mounts(services["dashboards"])[path] == "dashboards"
+    assert services["grafana"]["depends_on"]["dashboards"]["condition"] == "service_completed_successfully"
+
+
+def test_the_image_holds_every_package_the_project_installs():
+    """The Dockerfile copies each top-level package pyproject.toml includes (pip install . needs them)."""
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = {pattern.rstrip("*") for pattern in include["include"]}
+    copied = set(re.findall(r"^COPY (\w+) \1$", (ROOT / "Dockerfile").read_text(), re.M))
+    assert packages <= copied, f"Dockerfile does not copy {packages - copied}"

@@ -5,14 +5,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from exposition import scrape
-from metrics_topic import offsets_batch, produce
+from stream_run import offsets_batch, produce, run_available_now
 
 from common.config import Config
 from peers.process import free_port
-from spark_jobs.exposition import ExpositionPolicy
-from spark_jobs.pipeline import DerivedCollector
-from spark_jobs.stream import exporter, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -33,14 +29,7 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
         }
     )
-    jobs = pipeline(config)
-    with exporter(
-        config.sinks.exporter_address, DerivedCollector(jobs, ExpositionPolicy.from_config(config))
-    ):
-        query = start_query(spark, config, jobs, available_now=True)
-        query.awaitTermination(120)
-        assert query.exception() is None
-        metrics = scrape(f"http://{config.sinks.exporter_address}/metrics")
+    metrics = run_available_now(spark, config)
 
     partition = (("cluster", "prod"), ("group", "billing"), ("partition", "0"), ("topic", "orders"))
     group = (("cluster", "prod"), ("group", "billing"))

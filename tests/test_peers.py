@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser import browser_page
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.client import KazooClient
 
@@ -115,7 +116,7 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
                 break
         output = "".join(lines)
         pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
-        assert len(pids) == 4 and all(pid_alive(pid) for pid in pids), output
+        assert len(pids) == 7 and all(pid_alive(pid) for pid in pids), output
         assert str(tmp_path) in output
         prometheus_url = next(line.split()[-1] for line in lines if line.strip().startswith("prometheus ("))
         rules = http_json(f"{prometheus_url}/api/v1/rules")["data"]["groups"]
@@ -131,8 +132,14 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         while broker_url not in scraped and time.monotonic() < deadline:  # target discovery is asynchronous
             time.sleep(0.2)
             targets = http_json(f"{prometheus_url}/api/v1/targets")["data"]["activeTargets"]
-            scraped = {t["scrapeUrl"] for t in targets if t["labels"]["job"] == "simulated-kafka"}
+            scraped = {t["scrapeUrl"]: t["labels"] for t in targets if t["scrapePool"] == "simulated-kafka"}
         assert broker_url in scraped
+        assert scraped[broker_url]["cluster"] == "demo"  # rules on raw broker metrics group by cluster
+        # The demo's app shows live data within a minute: the collector's scrapes, through Prometheus.
+        app_url = next(line.split()[-1] for line in lines if line.strip().startswith("kobs-app ("))
+        with browser_page() as page:
+            page.goto(app_url)
+            page.get_by_text("Collector scrapes per source").wait_for(timeout=60_000)
     finally:  # a failed assertion must not leave the demo's servers running
         demo.send_signal(signal.SIGTERM)
         rest, _ = demo.communicate(timeout=60)

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from metrics_topic import offsets_batch, produce
 from pyspark.sql.pandas.types import to_arrow_schema
+from stream_run import offsets_batch, produce
 
 from common.config import Config
 from common.contract import encode

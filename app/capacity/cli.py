@@ -11,7 +11,7 @@ from typing import Any
 
 from app.capacity.failure import DEFAULT_BUFFER_MEMORY, Producer, lose_brokers
 from app.capacity.model import MIB, CapacityError, Hardware, Throughput, Workload, throughput
-from app.capacity.quota import BrokerLoad, allocate
+from app.capacity.quota import BrokerLoad, allocate, parse_load
 from app.capacity.sizing import Demand, grow, size
 from common.placement import assign_replicas, coordinator_partition
 
@@ -329,13 +329,9 @@ def _coord(args: argparse.Namespace) -> tuple[dict, str]:
 
 def _broker_load(text: str) -> tuple[int, BrokerLoad]:
     try:
-        broker, _, rest = text.partition("=")
-        partitions, _, traffic = rest.partition(":")
-        return int(broker), BrokerLoad(int(partitions), float(traffic))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: write it like 1=12:35.5 (ID=PARTITIONS:TRAFFIC_MBPS)"
-        ) from None
+        return parse_load(text)
+    except CapacityError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _quota_parser(questions: argparse._SubParsersAction) -> None:

@@ -10,7 +10,7 @@ Java client over partitions that have a leader only, so they avoid offline parti
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.capacity.model import ACKS, MIB, Acks, CapacityError
@@ -116,3 +116,10 @@ def _producer_impact(
     stuck = tuple(p for p in spread if p in rejecting)
     share = len(stuck) / len(spread)
     return ProducerImpact(producer.name, stuck, producer.bytes_per_s * share, producer.buffer_memory)
+
+
+def stalled_members(members: Mapping[str, Sequence[int]], offline: Collection[int]) -> dict[str, list[int]]:
+    """Consumer-group members (member -> assigned partitions) that own offline partitions: they get nothing
+    from those partitions until a leader returns, and the group's lag grows there."""
+    stalled = {m: [p for p in parts if p in offline] for m, parts in members.items()}
+    return {m: parts for m, parts in stalled.items() if parts}

@@ -55,3 +55,14 @@ def allocate(
         return QuotaAllocation({b: limit_mbps * p for b, p in share.items()}, storage_full, "proportional")
     allocation = {b: limit_mbps * min(p + GROWTH * p_max, p_max) for b, p in share.items()}
     return QuotaAllocation(allocation, storage_full, "busiest plus headroom")
+
+
+def parse_load(text: str) -> tuple[int, BrokerLoad]:
+    """``ID=PARTITIONS:TRAFFIC_MBPS`` (e.g. ``1=12:35.5``) as (broker id, load)."""
+    try:
+        broker, _, rest = text.strip().partition("=")
+        partitions, _, traffic = rest.partition(":")
+        return int(broker), BrokerLoad(int(partitions), float(traffic))
+    except ValueError:
+        hint = "write it like 1=12:35.5 (ID=PARTITIONS:TRAFFIC_MBPS)"
+        raise CapacityError("broker", f"{text.strip()!r}: {hint}") from None

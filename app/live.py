@@ -1,0 +1,162 @@
+"""Pure shaping for the live pages: Prometheus frames and history rows in, tables, verdicts and fits out.
+
+No Streamlit and no I/O here, so every decision a page shows (status names, who is at risk, the regression
+line, what is missing and why) is tested fast. Thresholds match the alert rules in ``alerts/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from common.metrics import GROUP_STATUS
+
+STATUS_NAME = {code: name for name, code in GROUP_STATUS.items()}
+AT_RISK_S = 300.0  # KafkaProducerAtRisk: the buffer fills within 5 minutes
+RUNWAY_LOW_DAYS = 7.0  # KafkaDiskRunwayLow
+EXPORTER_JOB = "kobs-exporter"
+# Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
+THROUGHPUT_TABLE = "throughput"
+THROUGHPUT_COLUMNS = ("cluster", "broker", "at_s", "bytes_in_per_s", "stored_bytes")
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration for people: ``never`` for +Inf, ``unknown`` for missing, else s, min, h or days."""
+    if seconds is None or math.isnan(seconds):
+        return "unknown"
+    if math.isinf(seconds):
+        return "never"
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def wide(frames: Mapping[str, pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
+    """Instant-query frames joined on ``keys``: one column per name, holding each frame's ``value``."""
+    joined: pd.DataFrame | None = None
+    for name, frame in frames.items():
+        part = frame.reindex(columns=[*keys, "value"]).rename(columns={"value": name})
+        joined = part if joined is None else joined.merge(part, on=list(keys), how="outer")
+    return joined if joined is not None else pd.DataFrame(columns=list(keys))
+
+
+def missing_reason(metric: str, exporter_up: pd.DataFrame, exporter_address: str) -> str:
+    """Why Prometheus has no ``metric`` yet, from ``up{job="kobs-exporter"}``: the sentence a page shows."""
+    if exporter_up.empty:
+        return (
+            f"No `{metric}` yet: Prometheus does not scrape the kobs exporter — add {exporter_address} "
+            f"to its scrape targets as job `{EXPORTER_JOB}`."
+        )
+    if not (exporter_up["value"] == 1).any():
+        return (
+            f"No `{metric}` yet: Prometheus cannot reach the kobs exporter at {exporter_address} — "
+            "is `kobs stream` running?"
+        )
+    return f"No `{metric}` yet: the kobs exporter is up but the job deriving it has not reported yet."
+
+
+def controller_verdict(active: float | None) -> tuple[bool, str]:
+    """(healthy, sentence) for ``kobs_cluster_active_controllers``: exactly one is healthy."""
+    if active is None:
+        return False, "controller unknown"
+    if active == 1:
+        return True, "one active controller"
+    if active == 0:
+        return False, "no active controller: leader elections cannot happen"
+    return False, f"{active:.0f} brokers claim to be controller (split brain)"
+
+
+def topic_health(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-topic replication table (one column per metric), topics in trouble first."""
+    table = wide(frames, ["cluster", "topic"]).fillna(0)
+    trouble = [c for c in table.columns if c not in ("cluster", "topic", "replication factor")]
+    table["healthy"] = (table[trouble] == 0).all(axis=1)
+    return table.sort_values(["healthy", "cluster", "topic"]).reset_index(drop=True)
+
+
+def group_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-group lag table from per-group frames ``status``, ``eta_s`` (and optional lag sums and
+    ``critical``): status named, ETA in words, worst groups first."""
+    table = wide(frames, ["cluster", "group"])
+    codes = table["status"].fillna(-1)
+    table["status"] = codes.map(lambda c: STATUS_NAME.get(int(c), "unknown"))
+    table["catch-up ETA"] = table["eta_s"].map(lambda s: duration_text(None if pd.isna(s) else s))
+    if "critical" in table:
+        table["critical"] = table["critical"].fillna(0) >= 1
+    table["_order"] = -codes
+    return table.sort_values(["_order", "cluster", "group"]).drop(columns=["_order", "eta_s"])
+
+
+def lag_timeline(history: pd.DataFrame) -> pd.DataFrame:
+    """Lag history rows (spark_jobs/lag.py) summed per group and evaluation time: ``time`` (Unix s),
+    ``group``, ``lag_messages`` (sum over partitions), ``lag_seconds`` (worst partition)."""
+    if history.empty:
+        return pd.DataFrame(columns=["time", "group", "lag_messages", "lag_seconds"])
+    per_time = history.groupby(["cluster", "group", "at_s"], as_index=False).agg(
+        lag_messages=("lag_messages", "sum"), lag_seconds=("lag_seconds", "max")
+    )
+    per_time = per_time.rename(columns={"at_s": "time"})
+    return per_time[["time", "group", "lag_messages", "lag_seconds"]].sort_values(["group", "time"])
+
+
+def producer_states(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per-producer table from ``blocked``, ``time_to_block_s`` and ``buffer_used``: ``state`` is blocked,
+    at risk (buffer full within AT_RISK_S) or ok; blocked first, then soonest to block."""
+    table = wide(frames, ["cluster", "client_id"])
+    ttb = table["time_to_block_s"].fillna(math.inf)
+    table["state"] = np.where(
+        table["blocked"].fillna(0) >= 1, "blocked", np.where(ttb < AT_RISK_S, "at risk", "ok")
+    )
+    table["blocks in"] = ttb.map(duration_text)
+    order = table["state"].map({"blocked": 0, "at risk": 1, "ok": 2})
+    return table.assign(_o=order, _t=ttb).sort_values(["_o", "_t", "client_id"]).drop(columns=["_o", "_t"])
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Least-squares line ``y = slope * x + intercept`` and Pearson's ``r`` (nan when y is constant)."""
+
+    slope: float
+    intercept: float
+    r: float
+
+
+def fit_line(x: Sequence[float], y: Sequence[float]) -> Fit | None:
+    """The regression of ``y`` on ``x``; None with fewer than two distinct x values."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(xs) < 2 or np.ptp(xs) == 0:
+        return None
+    dx, dy = xs - xs.mean(), ys - ys.mean()
+    slope = float((dx * dy).sum() / (dx * dx).sum())
+    spread = math.sqrt(float((dx * dx).sum() * (dy * dy).sum()))
+    r = float((dx * dy).sum() / spread) if spread else math.nan
+    return Fit(slope, float(ys.mean() - slope * xs.mean()), r)
+
+
+def fit_verdict(fit: Fit | None) -> str:
+    """What the fit says about Kafka: throughput should not depend on stored data (LinkedIn's flat line)."""
+    if fit is None:
+        return "not enough points for a regression yet"
+    if not math.isnan(fit.r) and fit.r <= -0.5:
+        return (
+            f"throughput falls as stored data grows (r = {fit.r:.2f}): check the page cache, "
+            "consumers reading cold segments and retention"
+        )
+    return "throughput does not fall with stored data, as expected of Kafka" + (
+        "" if math.isnan(fit.r) else f" (r = {fit.r:.2f})"
+    )
+
+
+def runway_table(runway_days: pd.DataFrame, stored_bytes: pd.DataFrame) -> pd.DataFrame:
+    """Per-broker stored GB and disk runway (words and ``low`` below RUNWAY_LOW_DAYS), shortest first."""
+    table = wide({"runway_days": runway_days, "stored_bytes": stored_bytes}, ["cluster", "broker"])
+    table["stored GB"] = table["stored_bytes"] / 1e9
+    days = table["runway_days"]
+    table["disks full in"] = days.map(lambda d: duration_text(None if pd.isna(d) else d * 86400))
+    table["low"] = days < RUNWAY_LOW_DAYS
+    return table.sort_values(["runway_days", "broker"]).drop(columns=["stored_bytes"])

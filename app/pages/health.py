@@ -1,0 +1,102 @@
+"""Cluster health: brokers, controller, partitions in trouble per topic, the ISR flapping timeline, and
+whether the pipeline feeding all this is alive."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from app import live, ui
+from app.prometheus import PrometheusClient
+from common.config import Config
+
+TOPIC_METRICS = {
+    "offline": "kobs_topic_offline_partitions",
+    "under min ISR": "kobs_topic_under_min_isr_partitions",
+    "under-replicated": "kobs_topic_under_replicated_partitions",
+    "replication factor": "kobs_topic_replication_factor",
+}
+
+
+def render(config: Config, prom: PrometheusClient) -> None:
+    brokers_and_controller(config, prom)
+    topics(config, prom)
+    flapping(prom)
+    pipeline(prom)
+
+
+def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
+    up = ui.instant(prom, config, "kobs_broker_up", "kobs_broker_up")
+    if up is None:
+        return
+    controllers = prom.instant("kobs_cluster_active_controllers")
+    healthy, verdict = live.controller_verdict(controllers["value"].sum() if len(controllers) else None)
+    cols = st.columns(3)
+    cols[0].metric("Brokers up", f"{int(up['value'].sum())} / {len(up)}")
+    cols[1].metric("Active controllers", f"{controllers['value'].sum():.0f}" if len(controllers) else "?")
+    down = sorted(up.loc[up["value"] < 1, "broker"], key=int)
+    cols[2].metric("Brokers down", ", ".join(down) or "none")
+    (st.success if healthy else st.error)(f"Controller: {verdict}")
+
+
+def topics(config: Config, prom: PrometheusClient) -> None:
+    st.subheader("Partitions per topic")
+    frames = {label: prom.instant(metric) for label, metric in TOPIC_METRICS.items()}
+    if all(f.empty for f in frames.values()):
+        ui.instant(prom, config, TOPIC_METRICS["offline"], TOPIC_METRICS["offline"])
+        return
+    table = live.topic_health(frames)
+    trouble = table[~table["healthy"]]
+    if trouble.empty:
+        st.success("Every partition has a leader and a full ISR.")
+    else:
+        st.error(f"Topics in trouble: {', '.join(trouble['topic'])}")
+    st.dataframe(table, hide_index=True)
+
+
+def flapping(prom: PrometheusClient) -> None:
+    st.subheader("ISR flapping timeline")
+    seconds = ui.window_seconds("health_window")
+    step = ui.step_for(seconds)
+    flaps = prom.range("sum by (broker) (kobs_isr_flapping_partitions)", seconds, step)
+    changes_expr = f"sum by (change) (increase(kobs_isr_changes_total[{step * 2:.0f}s]))"
+    changes = prom.range(changes_expr, seconds, step)
+    if flaps.empty and changes.empty:
+        st.info("No ISR history yet in this window: the replication-health job has not reported.")
+        return
+    left, right = st.columns(2)
+    left.caption("Flapping partitions per broker (left and rejoined the ISR ≥ 3 times in 10 min)")
+    ui.timeline(flaps, "value", "broker", left, seconds)
+    right.caption("ISR changes per step, by kind")
+    changes["time"] = pd.to_datetime(changes["time"], unit="s")
+    chart = alt.Chart(changes).mark_bar().encode(x="time:T", y="value:Q", color="change:N")
+    right.altair_chart(chart, width="stretch")
+
+
+def pipeline(prom: PrometheusClient) -> None:
+    st.subheader("Is data arriving?")
+    sources = prom.instant("time() - kobs_source_last_seen_timestamp_seconds")
+    batches = prom.instant("time() - kobs_pipeline_last_batch_timestamp_seconds")
+    scrapes = prom.instant("sum by (source) (kobs_collector_scrape_duration_seconds_count)")
+    if sources.empty and batches.empty and scrapes.empty:
+        st.info(
+            "Nothing from the pipeline yet: are `kobs collect` and `kobs stream` running, and does "
+            "Prometheus scrape them (jobs kobs-collector and kobs-exporter)?"
+        )
+        return
+    left, right = st.columns(2)
+    if len(scrapes):
+        left.caption("Collector scrapes per source (kobs collect)")
+        left.bar_chart(scrapes, x="source", y="value", horizontal=True)
+    ages = [(f"source {r.get('source', '?')}", r["value"]) for _, r in sources.iterrows()] + [
+        (f"query {r.get('query', '?')}", r["value"]) for _, r in batches.iterrows()
+    ]
+    if ages:
+        right.caption("Seconds since the newest data")
+        right.dataframe(
+            {"what": [a for a, _ in ages], "age": [live.duration_text(s) for _, s in ages]}, hide_index=True
+        )
+
+
+ui.live_page("Cluster health", render)

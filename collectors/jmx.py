@@ -1,0 +1,153 @@
+"""Broker and producer metrics over JMX with jmxquery: every bean of one endpoint in one query.
+
+jmxquery starts a JVM per query (0.3-0.6 s), so one query per scrape asks for all the bean patterns at once
+(``BROKER_QUERIES`` or ``PRODUCER_QUERIES``), and at most ``slots`` queries run at a time across the
+process however many brokers there are. Each bean attribute is named the way the exporter rule sets name
+it (:func:`series_name`, e.g. ``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t`` ``Count``
+→ ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``) and mapped through the same table as the
+exposition source (:mod:`collectors.mapping`). A refused connection, a JMX error or no answer within the
+timeout is an error line whose first word is the reason (``connection-error``, ``timeout``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from jmxquery import JMXConnection, JMXQuery
+
+from collectors.mapping import DEFAULT_MAPPING, Series, canonical_samples
+from collectors.source import Scrape, now_ms
+from common.contract import Batch
+
+BROKER_BEANS = (
+    "kafka.server:type=ReplicaManager,*",
+    "kafka.controller:type=KafkaController,*",
+    "kafka.controller:type=ControllerStats,*",
+    "kafka.server:type=BrokerTopicMetrics,*",
+    "kafka.log:type=Log,*",
+    "kafka.log:type=LogManager,*",
+    "kafka.network:type=RequestMetrics,*",
+)
+# Gauges' Value, meters' and timers' Count, timers' Mean: the attributes the mapping table reads.
+BROKER_QUERIES = tuple(
+    f"{beans}/{attribute}" for beans in BROKER_BEANS for attribute in ("Value", "Count", "Mean")
+)
+PRODUCER_QUERIES = ("kafka.producer:type=producer-metrics,*",)  # every attribute
+
+_KEY = re.compile(r'([^,=]+)=("(?:[^"\\]|\\.)*"|[^,]*)')
+_NOT_NAME = re.compile(r"[^a-z0-9_]")
+
+
+def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
+    """``domain:k=v,...`` → (domain, keys); quoted values (``ObjectName.quote``) are unquoted."""
+    domain, _, keys = name.partition(":")
+    parsed = {}
+    for key, value in _KEY.findall(keys):
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        parsed[key] = value
+    return domain, parsed
+
+
+def series_name(object_name: str, attribute: str) -> tuple[str, dict[str, str]]:
+    """The exporter series name and labels of one bean attribute, as the common rule sets write them.
+
+    ``Value`` → ``domain_type_name``; ``Count`` → ``..._total`` for a ``...PerSec`` meter (the suffix
+    dropped), else ``..._count``; any other attribute → ``..._<attribute>``; beans without a ``name`` key
+    (Kafka's client metrics) → ``domain_type_<attribute>``. Lower case, non-alphanumerics as ``_``; the
+    remaining keys become labels (``client-id`` → ``client_id``).
+    """
+    domain, keys = parse_object_name(object_name)
+    kind, name = keys.pop("type", ""), keys.pop("name", None)
+    if name is None:
+        raw = f"{domain}_{kind}_{attribute}"
+    elif attribute == "Value":
+        raw = f"{domain}_{kind}_{name}"
+    elif attribute == "Count" and name.endswith("PerSec"):
+        raw = f"{domain}_{kind}_{name.removesuffix('PerSec')}_total"
+    else:
+        raw = f"{domain}_{kind}_{name}_{attribute}"
+    labels = {key.replace("-", "_"): value for key, value in keys.items()}
+    return _NOT_NAME.sub("_", raw.lower()), labels
+
+
+def jmx_series(results: Iterable[JMXQuery]) -> list[Series]:
+    """Exporter-style series of jmxquery results; non-numeric attributes (``RateUnit``, ...) are left out."""
+    series = []
+    for result in results:
+        value = result.value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attribute = result.attribute + (f"_{result.attributeKey}" if result.attributeKey else "")
+            name, labels = series_name(result.mBeanName, attribute)
+            series.append((name, labels, float(value)))
+    return series
+
+
+class JmxError(Exception):
+    """One failed query; ``str()`` starts with the reason."""
+
+
+def query(address: str, queries: Iterable[str], timeout_s: float) -> list[JMXQuery]:
+    """Run the queries against ``host:port`` in one jmxquery call; JmxError with the reason on failure."""
+    connection = JMXConnection(f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi")
+    started = time.monotonic()
+    try:
+        found = connection.query([JMXQuery(q) for q in queries], timeout=timeout_s)
+    except subprocess.CalledProcessError as exc:  # the query JVM reports {"error": ..., "message": ...}
+        raise JmxError(_jar_error(exc.output or b"")) from None
+    except AttributeError as exc:  # jmxquery 0.6 fails this way when its JVM times out without output
+        if isinstance(exc.__context__, subprocess.TimeoutExpired):
+            raise JmxError(f"timeout: no answer within {timeout_s:.1f} s") from None
+        raise
+    except OSError as exc:
+        raise JmxError(f"java: cannot run the JMX query JVM: {exc}") from None
+    if not found and time.monotonic() - started >= timeout_s:  # the other way jmxquery reports a timeout
+        raise JmxError(f"timeout: no answer within {timeout_s:.1f} s")
+    return found
+
+
+def _jar_error(output: bytes) -> str:
+    text = output.decode("utf-8", "replace").strip()
+    try:
+        doc = json.loads(text, strict=False)  # the query JVM leaves newlines of stack traces unescaped
+        return f"{doc['error']}: {' '.join(str(doc['message']).split())}"
+    except (ValueError, KeyError, TypeError):
+        return f"query-failed: {text[:300] or 'no output'}"
+
+
+class JmxSource:
+    """One JMX endpoint: ``jmx/broker-<id>`` (``BROKER_QUERIES``) or ``producer/<client-id>``."""
+
+    def __init__(
+        self,
+        cluster: str,
+        name: str,
+        address: str,
+        queries: Iterable[str],
+        labels: Mapping[str, str],
+        mapping: Mapping[str, str] = DEFAULT_MAPPING,
+        timeout_s: float = 5.0,
+        slots: threading.Semaphore | None = None,
+    ):
+        self.cluster, self.name, self.address, self.queries = cluster, name, address, tuple(queries)
+        self.labels, self.mapping, self.timeout_s = dict(labels), mapping, timeout_s
+        self.slots = slots or threading.Semaphore(1)
+
+    def collect(self) -> Scrape:
+        ts, deadline = now_ms(), time.monotonic() + self.timeout_s
+        if not self.slots.acquire(timeout=self.timeout_s):
+            error = f"timeout: no free JMX query slot within {self.timeout_s:.1f} s (other queries are slow)"
+            return Scrape(Batch(self.cluster, self.name, ts), [error])
+        try:
+            found = query(self.address, self.queries, max(0.1, deadline - time.monotonic()))
+        except JmxError as exc:
+            return Scrape(Batch(self.cluster, self.name, ts), [f"{exc} (at {self.address})"])
+        finally:
+            self.slots.release()
+        samples = canonical_samples(jmx_series(found), self.mapping, self.labels)
+        return Scrape(Batch(self.cluster, self.name, ts, tuple(samples)))

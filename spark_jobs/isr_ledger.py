@@ -1,0 +1,85 @@
+"""ISR change events → the transitions they really are, once each, whichever source reported them.
+
+Pure (no Spark). A ZooKeeper-mode cluster watched by both the ZooKeeper and the metadata source reports
+the same change twice, at different times and possibly in different micro-batches; a poller misses
+intermediate states. The ledger keeps, per partition, the last ISR and leader the events said and the
+brokers that left the ISR and have not rejoined since. An event applies only when it is not older than the
+last applied one and changes that state; who left and who joined come from the known state, not from the
+event's ``old_isr``, so a duplicate or a stale report changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.contract import ISR_CHANGE_KINDS
+
+PartitionId = tuple[str, str, str]  # (cluster, topic, partition)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One applied ISR change; ``rejoined``: brokers back in the ISR they had been seen leaving."""
+
+    cluster: str
+    topic: str
+    partition: str
+    t_s: float
+    change: str  # shrink, expand, replace or leader_change (the event's own word)
+    leader: int
+    isr: frozenset[int]  # the new ISR
+    left: frozenset[int]
+    joined: frozenset[int]
+    rejoined: frozenset[int]
+    unclean: bool  # the new leader was not in the ISR before: an unclean leader election
+
+
+@dataclass
+class _Known:
+    t_s: float
+    isr: frozenset[int]
+    leader: int
+    out: set[int] = field(default_factory=set)  # left the ISR, not back yet
+
+
+class IsrLedger:
+    def __init__(self) -> None:
+        self._partitions: dict[PartitionId, _Known] = {}
+
+    def apply(self, cluster: str, t_s: float, event: dict[str, Any]) -> Transition | None:
+        """The transition an ``isr_change`` event makes, or None (duplicate, stale or malformed)."""
+        try:
+            key = (cluster, str(event["topic"]), str(event["partition"]))
+            new_isr = frozenset(int(b) for b in event["new_isr"])
+            old_isr = frozenset(int(b) for b in event["old_isr"])
+            leader, change = int(event["leader"]), str(event["change"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if change not in ISR_CHANGE_KINDS:
+            return None
+        known = self._partitions.get(key)
+        if known is None:
+            known = self._partitions[key] = _Known(t_s, old_isr, leader)
+        elif t_s < known.t_s or (new_isr, leader) == (known.isr, known.leader):
+            return None
+        before = known.isr
+        left, joined = before - new_isr, new_isr - before
+        rejoined = frozenset(joined & known.out)
+        known.out = (known.out | left) - new_isr
+        known.t_s, known.isr, known.leader = t_s, new_isr, leader
+        unclean = leader >= 0 and bool(before) and leader not in before
+        return Transition(*key, t_s, change, leader, new_isr, left, joined, rejoined, unclean)
+
+    def out_of_isr(self) -> Iterator[tuple[str, int, str, str]]:
+        """(cluster, broker, topic, partition) for every broker outside an ISR it was seen leaving."""
+        for (cluster, topic, partition), known in self._partitions.items():
+            for broker in known.out:
+                yield cluster, broker, topic, partition
+
+    def fully_replicated(self, cluster: str, topic: str, partition: str) -> None:
+        """Metadata says the ISR is the whole replica set: nobody is out (a missed expand, a reassignment)."""
+        known = self._partitions.get((cluster, topic, partition))
+        if known is not None:
+            known.out.clear()

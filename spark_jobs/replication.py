@@ -1,0 +1,281 @@
+"""Replication health as an analysis: partition metadata, broker gauges, ISR events → topic and broker state.
+
+Pure (no Spark). Definitions (``../shared/KAFKA_NOTES.md``): a partition is *under-replicated* when its ISR
+is smaller than its replica set, *under min ISR* when its ISR is smaller than the topic's
+``min.insync.replicas`` (Kafka's default 1 until the topic's value is seen), *offline* when it has no leader
+(-1). The partition counts come from the metadata source's samples; each state's time runs from the first
+scrape that saw it and resets when a scrape sees it end. A topic's ``..._seconds`` is its longest running
+state, 0 when none.
+
+Brokers: a broker is up while it reported a broker gauge within ``stale_after_s`` of the cluster's newest
+observation; its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and
+has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the brokers that are up, or,
+without those, the last ``controller_change`` event (1 unless it names no controller). Unclean elections:
+the larger of two counts of the same thing — increments of the controllers' ``UncleanLeaderElections``
+counters (a reset counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster
+seen both ways is not counted twice. ISR changes are counted per topic and kind once each
+(``spark_jobs.isr_ledger``), whichever sources report them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any
+
+import pyarrow as pa
+
+from common import names
+from common.contract import ISR_CHANGE_KINDS
+from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.isr_ledger import IsrLedger
+
+log = logging.getLogger(__name__)
+
+PARTITION_INPUTS = (names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER)
+BROKER_INPUTS = (names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS)
+EVENTS = ("isr_change", "controller_change")
+STATES = ("under_replicated", "under_min_isr", "offline")
+DEFAULT_MIN_ISR = 1  # min.insync.replicas when the topic's value was not reported
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("at_s", pa.float64()),
+        ("scope", pa.string()),  # partition (only those in a bad state), topic, broker or cluster
+        ("topic", pa.string()),
+        ("partition", pa.string()),
+        ("broker", pa.string()),
+        *((state, pa.int64()) for state in STATES),  # 0/1 for a partition, counts for a topic
+        *((f"{state}_s", pa.float64()) for state in STATES),
+        ("replication_factor", pa.int64()),
+        ("out_of_isr", pa.int64()),
+        ("up", pa.bool_()),
+        ("active_controllers", pa.int64()),
+        ("unclean_elections", pa.int64()),
+    ]
+)
+
+
+class _Malformed(Exception):
+    """An observation without the labels or value its name needs: skipped and counted."""
+
+
+@dataclass
+class _Partition:
+    seen_s: float
+    replicas: int | None = None
+    isr: int | None = None
+    leader: int | None = None
+    since: dict[str, float] = field(default_factory=dict)  # state -> first scrape that saw it
+
+
+@dataclass
+class _Cluster:
+    now_s: float = -math.inf
+    metadata_s: float = -math.inf  # newest partition metadata scrape
+    broker_seen_s: dict[str, float] = field(default_factory=dict)
+    isr_brokers: set[str] = field(default_factory=set)  # brokers named in ISR events
+    controller_gauge: dict[str, float] = field(default_factory=dict)  # broker -> ActiveControllerCount
+    controller_event: int | None = None  # controller id of the last controller_change event
+    unclean_counters: dict[str, float] = field(default_factory=dict)  # broker -> last counter value
+    unclean_from_counters: int = 0
+    unclean_from_events: int = 0
+    isr_changes: Counter = field(default_factory=Counter)  # (topic, change) -> events
+
+
+class ReplicationAnalysis:
+    """Under-replicated, under-min-ISR and offline partitions with time in state; brokers and controller."""
+
+    table = "replication"
+    history_schema = HISTORY_SCHEMA
+    inputs = frozenset((*PARTITION_INPUTS, names.TOPIC_MIN_ISR, *BROKER_INPUTS, *EVENTS))
+
+    def __init__(self, stale_after_s: float = 45.0, forget_after_s: float = 90.0):
+        self.stale_after_s = stale_after_s
+        self.forget_after_s = forget_after_s
+        self.clusters: dict[str, _Cluster] = defaultdict(_Cluster)
+        self.partitions: dict[tuple[str, str, str], _Partition] = {}
+        self.min_isr: dict[tuple[str, str], int] = {}
+        self.ledger = IsrLedger()
+        self.skipped = 0
+
+    def observe(self, observations: Iterable[Observation]) -> None:
+        skipped = self.skipped
+        for t_s, group in groupby(sorted(observations, key=lambda o: o.t_s), key=lambda o: o.t_s):
+            touched = set()
+            for o in group:
+                try:
+                    key = self._take(o)
+                except _Malformed:
+                    self.skipped += 1
+                    continue
+                if key is not None:
+                    touched.add(key)
+            for key in touched:
+                self._settle(key, t_s)
+        if self.skipped > skipped:
+            log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
+
+    def _take(self, o: Observation) -> tuple[str, str, str] | None:
+        """Apply one observation; the partition it touched, if any."""
+        cluster = self.clusters[o.cluster]
+        cluster.now_s = max(cluster.now_s, o.t_s)
+        if o.event is not None:
+            self._take_event(cluster, o)
+            return None
+        if o.value is None or not math.isfinite(o.value):
+            raise _Malformed
+        if o.name in PARTITION_INPUTS:
+            topic, partition = o.labels.get("topic"), o.labels.get("partition")
+            if topic is None or partition is None:
+                raise _Malformed
+            key = (o.cluster, topic, partition)
+            p = self.partitions.setdefault(key, _Partition(o.t_s))
+            p.seen_s = max(p.seen_s, o.t_s)
+            cluster.metadata_s = max(cluster.metadata_s, o.t_s)
+            value = int(o.value)
+            if o.name == names.PARTITION_REPLICAS:
+                p.replicas = value
+            elif o.name == names.PARTITION_ISR:
+                p.isr = value
+            else:
+                p.leader = value
+            return key
+        if o.name == names.TOPIC_MIN_ISR:
+            if "topic" not in o.labels:
+                raise _Malformed
+            self.min_isr[o.cluster, o.labels["topic"]] = int(o.value)
+            return None
+        broker = o.labels.get("broker")
+        if broker is None:
+            raise _Malformed
+        cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
+        if o.name == names.ACTIVE_CONTROLLER:
+            cluster.controller_gauge[broker] = o.value
+        elif o.name == names.UNCLEAN_ELECTIONS:
+            last = cluster.unclean_counters.get(broker)
+            if last is not None:  # the first value is the baseline; a lower one is a restarted counter
+                cluster.unclean_from_counters += int(o.value - last if o.value >= last else o.value)
+            cluster.unclean_counters[broker] = o.value
+        return None
+
+    def _take_event(self, cluster: _Cluster, o: Observation) -> None:
+        if o.name == "controller_change":
+            controller = o.event.get("controller_id")
+            if not isinstance(controller, int):
+                raise _Malformed
+            cluster.controller_event = controller
+            return
+        transition = self.ledger.apply(o.cluster, o.t_s, o.event)
+        if transition is not None:
+            cluster.isr_brokers |= {str(b) for b in transition.isr | transition.left}
+            cluster.isr_changes[transition.topic, transition.change] += 1
+            cluster.unclean_from_events += transition.unclean
+
+    def _settle(self, key: tuple[str, str, str], t_s: float) -> None:
+        p = self.partitions[key]
+        min_isr = self.min_isr.get(key[:2], DEFAULT_MIN_ISR)
+        known = p.isr is not None
+        flags = {
+            "under_replicated": known and p.replicas is not None and p.isr < p.replicas,
+            "under_min_isr": known and p.isr < min_isr,
+            "offline": p.leader is not None and p.leader < 0,
+        }
+        for state, on in flags.items():
+            if on:
+                p.since.setdefault(state, t_s)
+            else:
+                p.since.pop(state, None)
+        if known and p.replicas is not None and p.isr >= p.replicas:
+            self.ledger.fully_replicated(*key)
+
+    def evaluate(self) -> Evaluation:
+        self._forget_deleted_partitions()
+        history: list[dict[str, Any]] = []
+        metrics: list[Derived] = []
+        topics: dict[tuple[str, str], list[tuple[str, _Partition]]] = defaultdict(list)
+        for (cluster, topic, partition), p in sorted(self.partitions.items()):
+            topics[cluster, topic].append((partition, p))
+        for name, cluster in sorted(self.clusters.items()):
+            for topic in {t for c, t in topics if c == name} | {t for t, _ in cluster.isr_changes}:
+                history += self._topic(name, cluster, topic, topics.get((name, topic), []), metrics)
+            history += self._brokers(name, cluster, metrics)
+            history.append(self._cluster(name, cluster, metrics))
+        return Evaluation(history, metrics)
+
+    def _forget_deleted_partitions(self) -> None:
+        """A partition missing from the metadata scrapes for ``forget_after_s`` was deleted."""
+        for key, p in list(self.partitions.items()):
+            if self.clusters[key[0]].metadata_s - p.seen_s > self.forget_after_s:
+                del self.partitions[key]
+
+    def _topic(
+        self, name: str, cluster: _Cluster, topic: str, parts: list[tuple[str, _Partition]], out: list
+    ) -> list[dict[str, Any]]:
+        now, labels = cluster.now_s, (name, topic)
+        rows, row = [], _row(name, now, "topic", topic=topic)
+        for state in STATES:
+            starts = [p.since[state] for _, p in parts if state in p.since]
+            row[state], row[f"{state}_s"] = len(starts), max((now - s for s in starts), default=0.0)
+        for partition, p in parts:
+            if p.since:
+                rows.append(
+                    _row(name, now, "partition", topic=topic, partition=partition)
+                    | {s: int(s in p.since) for s in STATES}
+                    | {f"{s}_s": now - p.since[s] if s in p.since else 0.0 for s in STATES}
+                    | {"replication_factor": p.replicas}
+                )
+        replicas = [p.replicas for _, p in parts if p.replicas is not None]
+        row["replication_factor"] = min(replicas, default=None)
+        if parts:
+            for state in STATES:
+                out.append(Derived(f"kobs_topic_{state}_partitions", labels, row[state]))
+                out.append(Derived(f"kobs_topic_{state}_seconds", labels, row[f"{state}_s"]))
+        if replicas:
+            out.append(Derived("kobs_topic_replication_factor", labels, row["replication_factor"]))
+        for change in sorted(ISR_CHANGE_KINDS):
+            count = cluster.isr_changes[topic, change]
+            out.append(Derived("kobs_isr_changes_total", (*labels, change), count))
+        return [row, *rows]
+
+    def _brokers(self, name: str, cluster: _Cluster, out: list) -> list[dict[str, Any]]:
+        out_of_isr = Counter(str(broker) for c, broker, _, _ in self.ledger.out_of_isr() if c == name)
+        rows = []
+        for broker in sorted(set(cluster.broker_seen_s) | cluster.isr_brokers, key=_broker_order):
+            row = _row(name, cluster.now_s, "broker", broker=broker)
+            row["out_of_isr"] = out_of_isr[broker]
+            out.append(Derived("kobs_broker_out_of_isr_partitions", (name, broker), row["out_of_isr"]))
+            if broker in cluster.broker_seen_s:
+                row["up"] = self._up(cluster, broker)
+                out.append(Derived("kobs_broker_up", (name, broker), float(row["up"])))
+            rows.append(row)
+        return rows
+
+    def _up(self, cluster: _Cluster, broker: str) -> bool:
+        return cluster.now_s - cluster.broker_seen_s[broker] <= self.stale_after_s
+
+    def _cluster(self, name: str, cluster: _Cluster, out: list) -> dict[str, Any]:
+        row = _row(name, cluster.now_s, "cluster")
+        if cluster.controller_gauge:
+            up = [v for b, v in cluster.controller_gauge.items() if self._up(cluster, b)]
+            row["active_controllers"] = round(sum(up))
+        elif cluster.controller_event is not None:
+            row["active_controllers"] = int(cluster.controller_event >= 0)
+        if row["active_controllers"] is not None:
+            out.append(Derived("kobs_cluster_active_controllers", (name,), row["active_controllers"]))
+        row["unclean_elections"] = max(cluster.unclean_from_counters, cluster.unclean_from_events)
+        out.append(Derived("kobs_unclean_leader_elections_total", (name,), row["unclean_elections"]))
+        return row
+
+
+def _row(cluster: str, at_s: float, scope: str, **labels: str) -> dict[str, Any]:
+    return dict.fromkeys(HISTORY_SCHEMA.names) | {"cluster": cluster, "at_s": at_s, "scope": scope} | labels
+
+
+def _broker_order(broker: str) -> tuple[int, str]:
+    return (int(broker), "") if broker.lstrip("-").isdigit() else (0, broker)

@@ -1,0 +1,168 @@
+"""The live pages through Streamlit's AppTest, against a real Prometheus scraping the derived-metrics
+exporter (tests/derived_exporter.py) and Parquet history written here; also Prometheus down and no data."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from app_data import SERIES, write_config, write_history
+from derived_exporter import DerivedExporter
+from streamlit.testing.v1 import AppTest
+
+from app.prometheus import PrometheusClient, PrometheusUnavailable
+from peers.process import free_port
+from peers.prometheus import Prometheus
+
+pytestmark = pytest.mark.peers
+MAIN = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    with (
+        DerivedExporter(series=SERIES) as exporter,
+        Prometheus(tmp_path_factory.mktemp("prom"), {"kobs-exporter": [exporter.address]}) as prom,
+    ):
+        deadline = time.monotonic() + 30
+        while len(prom.query("kobs_broker_up")) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield prom
+
+
+@pytest.fixture
+def populated(prometheus, tmp_path, monkeypatch):
+    write_history(tmp_path / "history")
+    monkeypatch.setenv("KOBS_CONFIG", str(write_config(tmp_path / "kobs.yaml", prometheus.url, tmp_path)))
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=30).run()
+    if page != "health":
+        at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_timeline(populated):
+    at = open_page("health")
+    assert at.title[0].value == "Cluster health"
+    assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "2"}
+    assert [s.value for s in at.success] == ["Controller: one active controller"]
+    assert [e.value for e in at.error] == ["Topics in trouble: orders"]
+    topics = at.dataframe[0].value
+    assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5
+    assert "Flapping partitions per broker" in " ".join(c.value for c in at.caption)
+    at.selectbox(key="health_window").set_value("15 minutes").run()
+    assert not at.exception and at.selectbox(key="health_window").value == "15 minutes"
+
+
+def test_lag_shows_groups_worst_first_and_the_history_of_committed_batches(populated):
+    at = open_page("lag")
+    groups = at.dataframe[0].value
+    assert list(groups["group"]) == ["billing", "analytics"]
+    assert list(groups["status"]) == ["ERR", "OK"]
+    assert list(groups["catch-up ETA"]) == ["never", "0 s"]
+    assert list(groups["lag (messages)"]) == [1200, 0]
+    assert metrics(at)["Groups not OK"] == "1"
+    at.selectbox(key="lag_group").set_value("billing").run()
+    partitions = at.dataframe[1].value
+    assert list(partitions["lag_messages"]) == [700, 500]  # the newest committed batch, not the one in flight
+    at.radio(key="lag_unit").set_value("seconds").run()
+    assert not at.exception
+
+
+def test_throughput_draws_the_regression_and_flags_a_short_disk_runway(populated):
+    at = open_page("throughput")
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Regression**"))
+    assert "throughput falls as stored data grows (r = -1.00)" in verdict
+    assert [e.value for e in at.error] == ["Disks fill within 7 days on broker(s) 1"]
+    runway = at.dataframe[0].value
+    assert list(runway["broker"]) == ["1", "3", "2"] and list(runway["disks full in"])[-1] == "never"
+    per_topic = at.dataframe[1].value
+    assert list(per_topic["topic"]) == ["orders", "payments"] and list(per_topic["in MB/s"]) == [2.0, 1.0]
+
+
+def test_producers_name_the_blocked_one_and_the_one_at_risk(populated):
+    at = open_page("producers")
+    assert [e.value for e in at.error] == ["c1/web: send() is blocking now"]
+    assert [w.value for w in at.warning] == ["c1/batch: blocks in 2.0 min"]
+    assert metrics(at)["Blocked"] == "1" and metrics(at)["At risk (< 5.0 min)"] == "1"
+    at.selectbox(key="producers_window").set_value("1 day").run()
+    assert not at.exception
+
+
+@pytest.mark.parametrize("page", ["health", "lag", "throughput", "producers"])
+def test_prometheus_down_is_one_clear_message_and_history_still_shows(page, tmp_path, monkeypatch):
+    write_history(tmp_path / "history")
+    dead = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("KOBS_CONFIG", str(write_config(tmp_path / "kobs.yaml", dead, tmp_path)))
+    at = open_page(page)
+    assert [e.value for e in at.error] == [
+        f"Prometheus at {dead} is not answering ([Errno 111] Connection refused): is it running? "
+        "Point app.prometheus_url in the configuration at it."
+    ]
+    if page == "lag":  # the history does not need Prometheus
+        at.selectbox(key="lag_group").set_value("billing").run()
+        assert list(at.dataframe[0].value["lag_messages"]) == [700, 500]
+
+
+@pytest.fixture(scope="module")
+def no_exporter(tmp_path_factory):
+    """Told to scrape the kobs exporter at an address where nothing listens."""
+    dead = f"127.0.0.1:{free_port()}"
+    with Prometheus(tmp_path_factory.mktemp("prom-empty"), {"kobs-exporter": [dead]}) as prom:
+        deadline = time.monotonic() + 30
+        while not prom.query('up{job="kobs-exporter"}') and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield prom
+
+
+@pytest.mark.parametrize(
+    ("page", "says"),
+    [
+        ("health", "No `kobs_broker_up` yet: Prometheus cannot reach the kobs exporter at 127.0.0.1:9308"),
+        ("lag", "No `kobs_consumergroup_status` yet: Prometheus cannot reach the kobs exporter"),
+        ("throughput", "No throughput history yet under "),
+        ("producers", "No `kobs_producer_blocked` yet: Prometheus cannot reach the kobs exporter"),
+    ],
+)
+def test_empty_states_say_what_has_not_arrived(page, says, no_exporter, tmp_path, monkeypatch):
+    config = write_config(tmp_path / "kobs.yaml", no_exporter.url, tmp_path)
+    monkeypatch.setenv("KOBS_CONFIG", str(config))
+    at = open_page(page)
+    assert not at.error
+    assert any(i.value.startswith(says) for i in at.info), [i.value for i in at.info]
+    if page == "lag":
+        assert f"No lag history yet under {tmp_path / 'history' / 'lag'}: is `kobs stream` running?" in [
+            i.value for i in at.info
+        ]
+
+
+def test_client_reports_a_bad_query_and_returns_infinity_as_never(prometheus):
+    client = PrometheusClient(prometheus.url)
+    runway = client.instant("kobs_broker_disk_runway_days")
+    assert math.isinf(runway.loc[runway["broker"] == "2", "value"].item())
+    with pytest.raises(PrometheusUnavailable, match=r"refused 'sum by \(': .*parse error"):
+        client.instant("sum by (")
+
+
+def test_a_bad_configuration_is_one_line_in_the_page_and_in_kobs_app(tmp_path, monkeypatch):
+    bad = tmp_path / "kobs.yaml"
+    bad.write_text("clusters: []\napp: {prometheus_url: localhost:9090}\n")
+    monkeypatch.setenv("KOBS_CONFIG", str(bad))
+    at = AppTest.from_file(MAIN, default_timeout=30).run()
+    assert len(at.error) == 1 and at.error[0].value.startswith(f"config error in {bad}: ")
+    done = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "app", "--config", str(bad)], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith(f"kobs: config error in {bad}: ")
+    assert len(done.stderr.strip().splitlines()) == 1

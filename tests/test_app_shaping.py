@@ -1,0 +1,129 @@
+"""The live pages' pure shaping (app/live.py): verdicts, tables and the regression, without Streamlit."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from app import live
+
+# Anscombe's quartet, data set I (Anscombe 1973): published fit y = 3.00 + 0.500 x, r = 0.816.
+ANSCOMBE_X = [10, 8, 13, 9, 11, 14, 6, 4, 12, 7, 5]
+ANSCOMBE_Y = [8.04, 6.95, 7.58, 8.81, 8.33, 9.96, 7.24, 4.26, 10.84, 4.82, 5.68]
+
+
+def frame(key: str, values: dict[str, float], cluster: str = "c1") -> pd.DataFrame:
+    return pd.DataFrame([{"cluster": cluster, key: k, "value": v} for k, v in values.items()])
+
+
+def test_regression_reproduces_anscombes_published_fit():
+    fit = live.fit_line(ANSCOMBE_X, ANSCOMBE_Y)
+    assert fit.slope == pytest.approx(0.500, abs=5e-4)
+    assert fit.intercept == pytest.approx(3.00, abs=5e-3)
+    assert fit.r == pytest.approx(0.816, abs=5e-4)
+
+
+def test_regression_needs_two_distinct_x_and_says_so():
+    assert live.fit_line([1.0], [2.0]) is None
+    assert live.fit_line([3.0, 3.0], [1.0, 2.0]) is None
+    assert live.fit_verdict(None) == "not enough points for a regression yet"
+
+
+def test_verdict_flags_throughput_falling_with_stored_data_and_accepts_a_flat_line():
+    falling = live.fit_line([1, 2, 3, 4], [40, 30, 20, 10])
+    assert falling.r == pytest.approx(-1.0)
+    assert "throughput falls as stored data grows (r = -1.00)" in live.fit_verdict(falling)
+    flat = live.fit_line([1, 2, 3, 4], [50, 50, 50, 50])  # LinkedIn: flat up to 1 TB stored
+    assert flat.slope == 0 and math.isnan(flat.r)
+    assert live.fit_verdict(flat) == "throughput does not fall with stored data, as expected of Kafka"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(math.inf, "never"), (None, "unknown"), (math.nan, "unknown"), (42, "42 s"), (90, "1.5 min"),
+     (5400, "1.5 h"), (3 * 86400, "3.0 days")],
+)  # fmt: skip
+def test_durations_read_as_people_say_them(seconds, text):
+    assert live.duration_text(seconds) == text
+
+
+def test_controller_verdict_accepts_exactly_one():
+    assert live.controller_verdict(1) == (True, "one active controller")
+    assert live.controller_verdict(0)[0] is False and "no active controller" in live.controller_verdict(0)[1]
+    assert "2 brokers claim to be controller" in live.controller_verdict(2)[1]
+    assert live.controller_verdict(None)[0] is False
+
+
+def test_missing_data_names_the_cause():
+    address = "127.0.0.1:9308"
+    no_job = live.missing_reason("kobs_broker_up", pd.DataFrame(columns=["value"]), address)
+    assert "does not scrape the kobs exporter" in no_job and address in no_job
+    down = live.missing_reason("kobs_broker_up", pd.DataFrame({"value": [0.0]}), address)
+    assert "cannot reach the kobs exporter at 127.0.0.1:9308" in down and "kobs stream" in down
+    up = live.missing_reason("kobs_broker_up", pd.DataFrame({"value": [1.0]}), address)
+    assert "has not reported yet" in up
+
+
+def test_groups_are_named_by_status_worst_first_with_eta_in_words():
+    table = live.group_table(
+        {
+            "status": frame("group", {"ok-group": 0, "stopped": 2, "slow": 1}),
+            "eta_s": frame("group", {"ok-group": 0, "stopped": math.inf, "slow": 120}),
+        }
+    )
+    assert list(table["group"]) == ["stopped", "slow", "ok-group"]
+    assert list(table["status"]) == ["ERR", "WARN", "OK"]
+    assert list(table["catch-up ETA"]) == ["never", "2.0 min", "0 s"]
+
+
+def test_producers_blocked_first_then_at_risk_under_five_minutes():
+    table = live.producer_states(
+        {
+            "blocked": frame("client_id", {"web": 1, "batch": 0, "etl": 0, "edge": 0}),
+            "time_to_block_s": frame("client_id", {"web": 0, "batch": 120, "etl": math.inf, "edge": 300}),
+            "buffer_used": frame("client_id", {"web": 1.0, "batch": 0.6, "etl": 0.1, "edge": 0.5}),
+        }
+    )
+    assert list(zip(table["client_id"], table["state"], strict=True)) == [
+        ("web", "blocked"), ("batch", "at risk"), ("edge", "ok"), ("etl", "ok"),
+    ]  # fmt: skip  # 300 s is the alert's threshold: not below it, so not at risk
+
+
+def test_topics_in_trouble_come_first():
+    table = live.topic_health(
+        {
+            "offline": frame("topic", {"orders": 5, "payments": 0}),
+            "under-replicated": frame("topic", {"orders": 0, "payments": 0}),
+            "replication factor": frame("topic", {"orders": 1, "payments": 3}),
+        }
+    )
+    assert list(zip(table["topic"], table["healthy"], strict=True)) == [("orders", False), ("payments", True)]
+
+
+def test_runway_shortest_first_and_low_below_a_week():
+    table = live.runway_table(
+        frame("broker", {"0": math.inf, "1": 5.0, "2": 30.0}), frame("broker", {"0": 1e9, "1": 2e9, "2": 3e9})
+    )
+    assert list(table["broker"]) == ["1", "2", "0"]
+    assert list(table["low"]) == [True, False, False]
+    assert list(table["disks full in"]) == ["5.0 days", "30.0 days", "never"]
+    assert list(table["stored GB"]) == [2.0, 3.0, 1.0]
+
+
+def test_lag_timeline_sums_partitions_per_group_and_time():
+    history = pd.DataFrame(
+        {
+            "cluster": ["c1"] * 4,
+            "group": ["g", "g", "g", "g"],
+            "at_s": [100.0, 100.0, 110.0, 110.0],
+            "lag_messages": [3, 4, 0, 1],
+            "lag_seconds": [2.0, 5.0, 0.0, 1.0],
+        }
+    )
+    timeline = live.lag_timeline(history)
+    assert list(timeline["lag_messages"]) == [7, 1]
+    assert list(timeline["lag_seconds"]) == [5.0, 1.0]
+    assert list(timeline["time"]) == [100.0, 110.0]
+    assert live.lag_timeline(pd.DataFrame()).empty

@@ -1,0 +1,214 @@
+"""Replication health against known answers: Kafka's definitions (KAFKA_NOTES.md) on hand-built scrapes,
+and the slow-follower scenario of the simulator."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import pytest
+
+from common import names
+from simulator.scenario import Simulation, load_scenario
+from spark_jobs.analysis import Observation
+from spark_jobs.replication import ReplicationAnalysis
+
+
+def metadata(t_s, topic, partitions, cluster="c") -> list[Observation]:
+    """One metadata scrape: ``partitions`` maps partition -> (replicas, isr, leader)."""
+    out = []
+    for partition, values in partitions.items():
+        labels = {"topic": topic, "partition": str(partition)}
+        for name, value in zip(
+            (names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER), values, strict=True
+        ):
+            out.append(Observation(name, cluster, "admin/metadata", labels, t_s, value, None))
+    return out
+
+
+def gauge(name, t_s, broker, value, cluster="c", **labels) -> Observation:
+    return Observation(
+        name, cluster, f"exporter/broker-{broker}", {"broker": str(broker), **labels}, t_s, value, None
+    )
+
+
+def event(kind, t_s, cluster="c", **fields) -> Observation:
+    return Observation(kind, cluster, "zookeeper/isr", {}, t_s, None, fields)
+
+
+def isr_change(t_s, old, new, leader, change, partition=0, topic="orders", cluster="c") -> Observation:
+    return event("isr_change", t_s, cluster, topic=topic, partition=partition, old_isr=old, new_isr=new,
+                 leader=leader, leader_epoch=-1, change=change)  # fmt: skip
+
+
+def metrics(analysis: ReplicationAnalysis) -> dict:
+    return {(name, labels): value for name, labels, value in analysis.evaluate().metrics}
+
+
+def topic_state(analysis, topic="orders", cluster="c") -> tuple:
+    m = metrics(analysis)
+    return tuple(
+        m[f"kobs_topic_{state}_{unit}", (cluster, topic)]
+        for state in ("under_replicated", "under_min_isr", "offline")
+        for unit in ("partitions", "seconds")
+    )
+
+
+HEALTHY = {0: (3, 3, 1), 1: (3, 3, 2), 2: (3, 3, 0)}
+MIN_ISR_2 = Observation(names.TOPIC_MIN_ISR, "c", "admin/metadata", {"topic": "orders"}, 0, 2, None)
+
+
+def test_partition_states_counts_and_time_in_state_per_topic():
+    analysis = ReplicationAnalysis()
+    analysis.observe([MIN_ISR_2, *metadata(0, "orders", HEALTHY)])
+    assert topic_state(analysis) == (0, 0, 0, 0, 0, 0)  # healthy: series exist, with 0
+    assert metrics(analysis)["kobs_topic_replication_factor", ("c", "orders")] == 3
+    # 30 s: p0 lost one follower (under-replicated), p1 two (also under min ISR 2), p2 its leader (offline,
+    # keeping its last ISR member: under-replicated and under min ISR too).
+    analysis.observe(metadata(30, "orders", {0: (3, 2, 1), 1: (3, 1, 2), 2: (3, 1, -1)}))
+    assert topic_state(analysis) == (3, 0, 2, 0, 1, 0)
+    # 60 s: p1 is whole again; p0 and p2 have been in their states since 30 s.
+    analysis.observe(metadata(60, "orders", {0: (3, 2, 1), 1: (3, 3, 2), 2: (3, 1, -1)}))
+    assert topic_state(analysis) == (2, 30, 1, 30, 1, 30)
+    rows = {(r["scope"], r["partition"]): r for r in analysis.evaluate().history}
+    assert set(rows) == {("topic", None), ("partition", "0"), ("partition", "2"), ("cluster", None)}
+    assert (rows["partition", "2"]["offline"], rows["partition", "2"]["offline_s"]) == (1, 30)
+    # 90 s all healthy: time in state resets to 0; p0 relapses at 120 s and counts from 120, not 30.
+    analysis.observe(metadata(90, "orders", HEALTHY))
+    assert topic_state(analysis) == (0, 0, 0, 0, 0, 0)
+    analysis.observe(metadata(120, "orders", {**HEALTHY, 0: (3, 2, 1)}))
+    analysis.observe(metadata(150, "orders", {**HEALTHY, 0: (3, 2, 1)}))
+    assert topic_state(analysis)[:2] == (1, 30)
+
+
+def test_min_insync_replicas_defaults_to_kafkas_1_and_replication_factor_is_the_smallest():
+    analysis = ReplicationAnalysis()
+    analysis.observe(metadata(0, "logs", {0: (3, 1, 0), 1: (1, 1, 1)}))
+    assert topic_state(analysis, "logs") == (1, 0, 0, 0, 0, 0)
+    assert metrics(analysis)["kobs_topic_replication_factor", ("c", "logs")] == 1
+
+
+def test_brokers_up_while_reporting_and_active_controllers_among_them():
+    analysis = ReplicationAnalysis(stale_after_s=45)
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 0)) for b in range(3)])
+    m = metrics(analysis)
+    assert [m["kobs_broker_up", ("c", str(b))] for b in range(3)] == [1, 1, 1]
+    assert m["kobs_cluster_active_controllers", ("c",)] == 1
+    # Broker 0 (the controller) dies at 10 s; broker 1 takes over. Its last "1" must not count past 45 s.
+    analysis.observe(
+        [gauge(names.ACTIVE_CONTROLLER, t, b, int(b == 1)) for t in (15, 30, 60) for b in (1, 2)]
+    )
+    m = metrics(analysis)
+    assert [m["kobs_broker_up", ("c", str(b))] for b in range(3)] == [0, 1, 1]
+    assert m["kobs_cluster_active_controllers", ("c",)] == 1
+    # A zombie: broker 2 also claims the controller.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 75, 1, 1), gauge(names.ACTIVE_CONTROLLER, 75, 2, 1)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 2
+
+
+def test_without_broker_gauges_the_controller_event_counts():
+    analysis = ReplicationAnalysis()
+    analysis.observe([event("controller_change", 0, controller_id=1, controller_epoch=2)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    analysis.observe([event("controller_change", 5, controller_id=-1, controller_epoch=2)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
+
+
+def test_unclean_elections_from_counters_and_events_are_not_counted_twice():
+    analysis = ReplicationAnalysis()
+    # Controller counter of broker 1: baseline 4, +1, then broker 1 restarts (counter back to 0) and +1.
+    counter = [
+        gauge(names.UNCLEAN_ELECTIONS, t, 1, v) for t, v in ((0, 4), (15, 4), (30, 5), (45, 0), (60, 1))
+    ]
+    analysis.observe(counter)
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 2
+    # The same elections seen as ISR events: offline with last ISR member 1, then broker 2 leads.
+    analysis.observe([
+        isr_change(28, [1, 2], [1], 1, "shrink"), isr_change(29, [1], [2], 2, "replace"),
+        isr_change(58, [2], [1], 1, "replace"),
+    ])  # fmt: skip
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 2
+    events_only = ReplicationAnalysis()
+    events_only.observe([isr_change(29, [1], [2], 2, "replace", cluster="z")])
+    assert metrics(events_only)["kobs_unclean_leader_elections_total", ("z",)] == 1
+
+
+def test_isr_changes_by_kind_once_each_and_brokers_out_of_isr():
+    analysis = ReplicationAnalysis()
+    zookeeper = [
+        isr_change(10, [1, 2, 3], [1, 3], 1, "shrink", partition=0),
+        isr_change(11, [1, 2, 3], [1, 3], 1, "shrink", partition=1),
+        isr_change(40, [1, 3], [1, 2, 3], 1, "expand", partition=0),
+        isr_change(50, [1, 2, 3], [1, 2, 3], 3, "leader_change", partition=0),
+    ]
+    metadata_source = [o._replace(source="admin/metadata", t_s=o.t_s + 5) for o in zookeeper]
+    analysis.observe([*zookeeper, *metadata_source])
+    m = metrics(analysis)
+    counts = {
+        kind: m["kobs_isr_changes_total", ("c", "orders", kind)]
+        for kind in ("shrink", "expand", "replace", "leader_change")
+    }
+    assert counts == {"shrink": 2, "expand": 1, "replace": 0, "leader_change": 1}
+    assert m["kobs_broker_out_of_isr_partitions", ("c", "2")] == 1  # still out of partition 1
+    # Metadata shows partition 1 whole again (the expand was missed): broker 2 is out of nothing.
+    analysis.observe(metadata(60, "orders", {0: (3, 3, 3), 1: (3, 3, 1)}))
+    assert metrics(analysis)["kobs_broker_out_of_isr_partitions", ("c", "2")] == 0
+
+
+def test_bad_samples_are_skipped_and_counted():
+    analysis = ReplicationAnalysis()
+    bad = [
+        Observation(names.PARTITION_ISR, "c", "admin/metadata", {"topic": "orders"}, 0, 2, None),
+        Observation(
+            names.PARTITION_ISR,
+            "c",
+            "admin/metadata",
+            {"topic": "orders", "partition": "0"},
+            0,
+            math.nan,
+            None,
+        ),
+        Observation(names.ACTIVE_CONTROLLER, "c", "exporter/broker-1", {}, 0, 1, None),
+        event("controller_change", 0, controller_id="one"),
+    ]
+    analysis.observe([*bad, *metadata(0, "orders", {0: (3, 2, 1)})])
+    assert analysis.skipped == 4
+    assert topic_state(analysis)[0] == 1
+
+
+def test_a_deleted_topic_is_forgotten():
+    analysis = ReplicationAnalysis(forget_after_s=90)
+    analysis.observe([*metadata(0, "old", {0: (3, 2, 1)}), *metadata(0, "orders", HEALTHY)])
+    for t_s in (30, 60, 90):
+        analysis.observe(metadata(t_s, "orders", HEALTHY))
+    assert ("kobs_topic_under_replicated_partitions", ("c", "old")) in metrics(analysis)
+    analysis.observe(metadata(120, "orders", HEALTHY))
+    assert ("kobs_topic_under_replicated_partitions", ("c", "old")) not in metrics(analysis)
+
+
+def test_scenario_c_slow_follower_under_replicated_from_lag_time_until_caught_up():
+    # slow-follower: broker 2 throttled from 20 s to 120 s leaves the ISRs of the 2 partitions it follows
+    # after replica.lag.time.max.ms (10 s), i.e. at about 30 s, and rejoins after 120 s. Scrapes every 1 s.
+    sim = Simulation(load_scenario("slow-follower"))
+    analysis = ReplicationAnalysis()
+    answers = {}
+    for t in range(1, 181):
+        sim.advance(1)
+        partitions = {p.index: (len(p.replicas), len(p.isr), p.leader) for p in sim.cluster.partitions}
+        analysis.observe(metadata(float(t), "payments", partitions, cluster="sim"))
+        if t in (29, 100, 180):
+            answers[t] = topic_state(analysis, "payments", "sim")
+    assert answers[29] == (0, 0, 0, 0, 0, 0)
+    count, seconds = answers[100][:2]
+    assert count == 2 and seconds == pytest.approx(100 - 30, abs=1)
+    assert answers[100][2:] == (0, 0, 0, 0)  # min.insync.replicas 1: still accepting acks=all
+    assert answers[180] == (0, 0, 0, 0, 0, 0)
+
+
+def test_state_survives_a_snapshot():
+    analysis = ReplicationAnalysis()
+    analysis.observe([MIN_ISR_2, *metadata(0, "orders", {0: (3, 1, 1)})])
+    restored = pickle.loads(pickle.dumps(analysis))
+    for a in (analysis, restored):
+        a.observe(metadata(30, "orders", {0: (3, 1, 1)}))
+    assert metrics(restored) == metrics(analysis)
