@@ -7,12 +7,15 @@ section of ``docs/metrics.md``.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 
 import pyarrow as pa
 
 from common.metrics import DERIVED_METRICS, GROUP_STATUS
+from common.names import GROUP_COMMITTED_OFFSET
 from spark_jobs.analysis import Derived, Evaluation, Observation
 from spark_jobs.lag_tracker import INPUT_NAMES, GroupLag, LagTracker, OffsetSample, PartitionLag
 
@@ -44,6 +47,7 @@ GROUP_GAUGES: dict[str, Callable[[GroupLag], float | None]] = {
     "kobs_consumergroup_catchup_eta_seconds": lambda g: g.catchup_eta_s,  # None (unknown): no sample
 }
 LABELS = {m.name: m.labels for m in DERIVED_METRICS}
+log = logging.getLogger(__name__)
 
 
 class LagAnalysis:
@@ -55,15 +59,25 @@ class LagAnalysis:
 
     def __init__(self, window: int = 10):
         self.tracker = LagTracker(window)
+        self.skipped = 0  # samples without topic, partition (and group for commits) or a finite value
 
     def observe(self, observations: Iterable[Observation]) -> None:
+        skipped = 0
         for o in observations:
-            topic, partition = o.labels.get("topic"), o.labels.get("partition")
-            if topic is not None and partition is not None:  # an offset without them says nothing
-                sample = OffsetSample(
-                    o.name, o.cluster, o.labels.get("group"), topic, partition, o.t_s, o.value
-                )
-                self.tracker.observe(sample)
+            topic, partition, group = (o.labels.get(k) for k in ("topic", "partition", "group"))
+            if (
+                topic is None
+                or partition is None
+                or (group is None and o.name == GROUP_COMMITTED_OFFSET)
+                or o.value is None
+                or not math.isfinite(o.value)
+            ):
+                skipped += 1
+            else:
+                self.tracker.observe(OffsetSample(o.name, o.cluster, group, topic, partition, o.t_s, o.value))
+        if skipped:
+            self.skipped += skipped
+            log.warning("lag: skipped %d offset samples without topic/partition/group or not finite", skipped)
 
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()

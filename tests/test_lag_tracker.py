@@ -7,6 +7,8 @@ import math
 import pytest
 
 from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
+from spark_jobs.analysis import Observation
+from spark_jobs.lag import LagAnalysis
 from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample
 
 
@@ -101,3 +103,23 @@ def test_a_group_on_a_partition_without_end_offsets_is_not_reported_yet():
     tracker = LagTracker()
     feed(tracker, commits=[(10, 5)])
     assert tracker.evaluate().partitions == ()
+
+
+def test_the_analysis_skips_and_counts_malformed_samples_instead_of_failing():
+    def sample(name, labels, value, t_s=10.0):
+        return Observation(name, "c", "admin/offsets", labels, t_s, value, None)
+
+    tp = {"topic": "t", "partition": "0"}
+    good = [sample(PARTITION_END_OFFSET, tp, 100), sample(GROUP_COMMITTED_OFFSET, {"group": "g", **tp}, 40)]
+    bad = [
+        sample(GROUP_COMMITTED_OFFSET, {"group": "g", **tp}, math.nan, t_s=20.0),  # a NaN offset
+        sample(GROUP_COMMITTED_OFFSET, tp, 50, t_s=20.0),  # a commit of no group
+        sample(PARTITION_END_OFFSET, {"topic": "t"}, 200, t_s=20.0),  # no partition
+    ]
+    clean, mixed = LagAnalysis(), LagAnalysis()
+    clean.observe(good)
+    mixed.observe([good[0], *bad, good[1]])
+    assert mixed.evaluate() == clean.evaluate()
+    assert (mixed.skipped, clean.skipped) == (3, 0)
+    [row] = mixed.evaluate().history
+    assert (row["lag_messages"], row["at_s"]) == (60, 10.0)  # the bad samples moved neither lag nor "now"
