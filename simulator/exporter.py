@@ -93,16 +93,20 @@ class BrokerCollector:
         )
         elections.add_sample(elections.name, {}, counters.leader_elections)
         yield elections
-        yield _per_topic("kafka_server_brokertopicmetrics_messagesin", counters.messages_in, "Messages in")
         yield _per_topic(
-            "kafka_server_brokertopicmetrics_bytesin", counters.bytes_in, "Bytes in from producers"
+            "kafka_server_brokertopicmetrics_messagesin", c.topic_meter("messages_in", b), "Messages in"
         )
         yield _per_topic(
-            "kafka_server_brokertopicmetrics_bytesout", counters.bytes_out, "Bytes out to consumers"
+            "kafka_server_brokertopicmetrics_bytesin", c.topic_meter("bytes_in", b), "Bytes in from producers"
+        )
+        yield _per_topic(
+            "kafka_server_brokertopicmetrics_bytesout",
+            c.topic_meter("bytes_out", b),
+            "Bytes out to consumers",
         )
         yield _per_topic(
             "kafka_server_brokertopicmetrics_failedproducerequests",
-            counters.failed_produce,
+            c.topic_meter("failed_produce", b),
             "Failed produce requests",
         )
         yield _gauge("kafka_log_logmanager_offlinelogdirectorycount", 0, "Offline log directories")

@@ -87,5 +87,5 @@ def test_the_invariant_check_catches_a_broken_state():
     p.hw = 5  # above every LEO
     p.isr = [1]  # leader 0 outside its ISR after a clean election
     problems = violations(sim.cluster)
-    assert any("HW 5 above" in v for v in problems)
-    assert any("not in ISR" in v for v in problems)
+    assert any("t-0: HW above the LEO of an ISR member" in v for v in problems)
+    assert any("t-0: leader not in the ISR after a clean election" in v for v in problems)

@@ -90,7 +90,7 @@ def test_acks_all_producer_waits_for_min_isr():
     assert (producer.blocked, producer.available_bytes) == (False, 0)
     c.step(0.1)
     assert producer.blocked and producer.waiting_threads == 1
-    assert c.counters[0].failed_produce["t"] > 0
+    assert c.topic_meter("failed_produce", 0)["t"] > 0
 
 
 def test_consumer_group_commits_and_lag():
