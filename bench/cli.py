@@ -12,7 +12,9 @@ import importlib
 from bench.machine import describe
 
 # name -> module
-BENCHMARKS: dict[str, str] = {}
+BENCHMARKS: dict[str, str] = {
+    "simulate": "bench.simulate",
+}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -34,6 +34,7 @@ from simulator.model import (
 from simulator.notifications import IsrChangeBatcher, IsrNotification
 
 NOT_IN_ISR = np.iinfo(np.int64).max  # ignored by the HW's minimum
+BYTE_METERS = {"bytes_in": "messages_in", "bytes_out": "messages_out"}  # every message has its topic's size
 
 
 class Cluster:
@@ -137,9 +138,15 @@ class Cluster:
         return accepts
 
     def topic_meter(self, name: str, broker_id: int) -> dict[str, int]:
-        """A ``BrokerTopicMetrics`` meter of one broker per topic, for the topics it has counted."""
-        counts = self.meters.counts[name][broker_id]
-        return {t: int(counts[topic.number]) for t, topic in self.topics.items() if counts[topic.number]}
+        """A ``BrokerTopicMetrics`` meter of one broker per topic, for the topics it has counted. Byte meters
+        are the message meters times the topic's message size."""
+        counted, in_bytes = BYTE_METERS.get(name, name), name in BYTE_METERS
+        counts = self.meters.counts[counted][broker_id]
+        return {
+            t: int(counts[topic.number]) * (topic.spec.message_bytes if in_bytes else 1)
+            for t, topic in self.topics.items()
+            if counts[topic.number]
+        }
 
     # --- changes -----------------------------------------------------------------------------------
     def append(self, p: Partition, messages: int) -> int:
@@ -149,19 +156,16 @@ class Cluster:
         return int(self.append_rows(self.topics[p.topic], counts)[p.index])
 
     def append_rows(self, topic: Topic, counts: np.ndarray) -> np.ndarray:
-        """Appends ``counts[i]`` messages to partition ``i``'s leader (live ones only); returns the log end
-        offsets of the partitions written to (0 elsewhere)."""
-        st = self.state
-        index = np.flatnonzero(counts)
-        rows = topic.rows.start + index
+        """Appends ``counts[i]`` messages to the leader of the topic's partition ``i`` (0 where it has no live
+        leader); returns the leaders' log end offsets."""
+        st, rows = self.state, topic.rows
         leaders = st.leader[rows]
         slots = (st.broker[:, rows] == leaders).argmax(axis=0)
-        leo = st.leo[slots, rows] + counts[index]
-        st.leo[slots, rows] = leo
-        ends = np.zeros(len(counts), np.int64)
-        ends[index] = leo
-        self.meters.add("messages_in", leaders, topic.number, counts[index])
-        self.meters.add("bytes_in", leaders, topic.number, counts[index] * topic.spec.message_bytes)
+        cells = slots * st.leo.shape[1] + np.arange(rows.start, rows.stop)  # in the flattened [slot, row]
+        leo = st.leo.reshape(-1)
+        ends = leo[cells] + counts
+        leo[cells] = ends
+        self.meters.add("messages_in", leaders, topic.number, counts)
         return ends
 
     def become_follower(self, p: Partition, broker_id: int) -> None:

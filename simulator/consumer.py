@@ -46,7 +46,7 @@ class ConsumerGroup:
         self.position = np.zeros(0, np.int64)  # sized on first use, from the log start offsets
         self._committed = np.zeros(0, np.int64)
         self._credit = np.zeros(0)
-        self._loads_of: tuple[tuple[str, ...], np.ndarray] = ((), np.zeros(0, np.int64))
+        self._loads_of: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))  # (members, loads)
 
     @property
     def member_ids(self) -> list[str]:
@@ -89,7 +89,7 @@ class ConsumerGroup:
 
     def _loads(self, cluster: Cluster) -> np.ndarray:
         """Per partition, how many partitions its member reads (0: unassigned); it gets that share of time."""
-        members = tuple(self.member_ids)
+        members = len(self.member_ids)
         if self._loads_of[0] != members:
             loads = np.zeros(len(self.position), np.int64)
             for owned in self.assignment(cluster).values():
@@ -109,8 +109,4 @@ class ConsumerGroup:
             np.copyto(self._credit, np.where(n < available, budget - n, 0.0), where=reading)
         n = np.where(reading & (n > 0), n, 0)
         self.position += n
-        index = np.flatnonzero(n)
-        topic = cluster.topics[self.spec.topic]
-        cluster.meters.add(
-            "bytes_out", st.leader[rows][index], topic.number, n[index] * topic.spec.message_bytes
-        )
+        cluster.meters.add("messages_out", st.leader[rows], cluster.topics[self.spec.topic].number, n)

@@ -226,10 +226,10 @@ class BrokerCounters:
 
 
 class TopicMeters:
-    """The ``BrokerTopicMetrics`` meters (``Count``) of every broker and topic: one matrix per meter,
-    a row per broker id, a column per topic number."""
+    """The ``BrokerTopicMetrics`` meters (``Count``) of every broker and topic, in messages: one matrix per
+    meter, a row per broker id, a column per topic number."""
 
-    NAMES = ("messages_in", "bytes_in", "bytes_out", "failed_produce")
+    NAMES = ("messages_in", "messages_out", "failed_produce")
 
     def __init__(self, broker_slots: int):
         self.counts = {name: np.zeros((broker_slots, 0), np.int64) for name in self.NAMES}
@@ -239,7 +239,8 @@ class TopicMeters:
             self.counts[name] = np.pad(counts, ((0, 0), (0, 1)))
 
     def add(self, name: str, brokers: np.ndarray | int, topic: int, amounts: np.ndarray | int) -> None:
-        """Adds ``amounts`` to ``name`` of each of ``brokers`` (repeats add up) for topic number ``topic``."""
+        """Adds ``amounts`` to ``name`` of each of ``brokers`` (repeats add up) for topic number ``topic``;
+        broker -1 (no leader) must come with amount 0."""
         counts = self.counts[name]
-        added = np.bincount(np.atleast_1d(brokers), np.atleast_1d(amounts), minlength=len(counts))
-        counts[:, topic] += added.astype(np.int64)  # exact: each call adds far less than 2**53
+        brokers, amounts = np.maximum(np.atleast_1d(brokers), 0), np.atleast_1d(amounts)
+        counts[:, topic] += np.bincount(brokers, amounts, minlength=len(counts)).astype(np.int64)
