@@ -5,7 +5,9 @@ producers append to leaders; each leader shrinks its ISR; followers fetch a batc
 ``replica.fetch.max.bytes``, and their broker's fetch throughput) and rejoin the ISR once they reach the HW;
 the leader advances the HW (after a shrink too) to the smallest offset its ISR fetched from, so it lags
 one round behind;
-consumer groups read below the HW and commit; brokers write due ISR-change notifications.
+the storage applies retention and works out the page cache (``simulator.storage``); consumer groups read
+below the HW, within the brokers' disk and network limits, and commit; brokers write due ISR-change
+notifications.
 
 A round works on all partitions at once, as array operations on the :class:`ReplicaState`; only the rare
 ISR changes are applied partition by partition.
@@ -32,6 +34,7 @@ from simulator.model import (
     TopicSpec,
 )
 from simulator.notifications import IsrChangeBatcher, IsrNotification
+from simulator.storage import Storage
 
 NOT_IN_ISR = np.iinfo(np.int64).max  # ignored by the HW's minimum
 BYTE_METERS = {"bytes_in": "messages_in", "bytes_out": "messages_out"}  # every message has its topic's size
@@ -47,9 +50,9 @@ class Cluster:
             raise ValueError(
                 f"brokers: need at least one broker, with ids 0 or more, not {list(self.brokers)}"
             )
-        self._slots = max(self.brokers) + 1  # per-broker arrays are indexed by broker id
+        self.slots = max(self.brokers) + 1  # per-broker arrays are indexed by broker id
         self.counters = {b: BrokerCounters() for b in self.brokers}
-        self.meters = TopicMeters(self._slots)
+        self.meters = TopicMeters(self.slots)
         self.state = ReplicaState()
         self.topics: dict[str, Topic] = {}
         self.partitions: list[Partition] = []
@@ -63,6 +66,7 @@ class Cluster:
         self.groups: list = []  # simulator.consumer.ConsumerGroup
         self._batchers = {b: IsrChangeBatcher(b, self.now) for b in self.brokers}
         self._alive = self.alive_slots()
+        self.storage = Storage(self)
         controller.elect_controller(self)
 
     # --- set-up and faults -------------------------------------------------------------------------
@@ -122,7 +126,7 @@ class Cluster:
 
     def alive_slots(self) -> np.ndarray:
         """Liveness by broker id, with one extra ``False`` last so that id -1 (no broker) reads as dead."""
-        alive = np.zeros(self._slots + 1, bool)
+        alive = np.zeros(self.slots + 1, bool)
         alive[[b.id for b in self.brokers.values() if b.alive]] = True
         return alive
 
@@ -202,6 +206,7 @@ class Cluster:
         for producer in self.producers:
             producer.tick(self, dt)
         self._replicate(dt)
+        self.storage.step(dt)
         for group in self.groups:
             group.tick(self, dt)
         for broker_id, batcher in self._batchers.items():
@@ -219,7 +224,7 @@ class Cluster:
         limits = self._fetch_limits()
         if not limits:
             return np.broadcast_to(most // st.message_bytes, st.broker.shape), None
-        share = np.full(self._slots + 1, float(most))
+        share = np.full(self.slots + 1, float(most))
         count = np.bincount(st.broker[followers], minlength=len(share))
         for b, limit in limits.items():
             share[b] = limit * dt / max(count[b], 1)

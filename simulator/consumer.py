@@ -1,8 +1,9 @@
 """Consumer groups: range assignment, reading below the high watermark, periodic commits, lag.
 
-A group is ``active`` (consumes and commits), ``stalled`` (commits the same offsets, never advances),
-or ``stopped`` (no members: neither consumes nor commits). ``rewind`` moves its positions back, so the next
-commit goes backwards.
+A group is ``active`` (consumes and commits), ``stalled`` (commits the same offsets, never advances), or
+``stopped`` (no members: neither consumes nor commits). ``rewind`` moves its positions back, so the next
+commit goes backwards. Reads are served within the leaders' disk and network limits
+(``simulator.storage``); a position out of the log's range resets to the log start.
 """
 
 from __future__ import annotations
@@ -98,8 +99,13 @@ class ConsumerGroup:
         return self._loads_of[1]
 
     def _consume(self, cluster: Cluster, rows: slice, dt: float) -> None:
-        st, loads = cluster.state, self._loads(cluster)
+        st, loads, topic = cluster.state, self._loads(cluster), cluster.topics[self.spec.topic]
         reading = cluster.live_leaders(rows) & (loads > 0)
+        # OffsetOutOfRange (retention deleted the position, or an unclean election cut the log below it):
+        # auto.offset.reset=earliest.
+        leader_leo = np.where(st.broker[:, rows] == st.leader[rows], st.leo[:, rows], 0).max(axis=0)
+        lost = reading & ((self.position < st.log_start[rows]) | (self.position > leader_leo))
+        self.position[lost] = st.log_start[rows][lost]
         available = st.hw[rows] - self.position
         if self.messages_per_s is None:
             n = available
@@ -107,6 +113,6 @@ class ConsumerGroup:
             budget = self._credit + self.messages_per_s * (dt / np.maximum(loads, 1))
             n = np.minimum(available, budget.astype(np.int64))
             np.copyto(self._credit, np.where(n < available, budget - n, 0.0), where=reading)
-        n = np.where(reading & (n > 0), n, 0)
+        n = cluster.storage.read(topic, self.position, np.where(reading & (n > 0), n, 0))
         self.position += n
-        cluster.meters.add("messages_out", st.leader[rows], cluster.topics[self.spec.topic].number, n)
+        cluster.meters.add("messages_out", st.leader[rows], topic.number, n)

@@ -13,6 +13,7 @@ def violations(cluster: Cluster) -> list[str]:
     replica, in_isr = st.broker >= 0, st.isr_rank >= 0
     checks = {
         "HW above the LEO of an ISR member": (in_isr & (st.leo < st.hw)).any(axis=0),
+        "log start above the HW": st.log_start > st.hw,
         "leader not in the ISR after a clean election": (st.leader >= 0)
         & ~((st.broker == st.leader) & in_isr).any(axis=0)
         & ~st.unclean,
@@ -29,6 +30,14 @@ def violations(cluster: Cluster) -> list[str]:
             found.append(
                 f"t={cluster.now} {p.name}: {problem} (leader {p.leader}, ISR {p.isr}, HW {p.hw}, LEO {leo})"
             )
+    for group in cluster.groups:
+        rows = cluster.topics[group.spec.topic].rows
+        if group.mode == "active" and len(group.position):
+            beyond = (group.position > st.hw[rows]) & alive[st.leader[rows]]
+            if beyond.any():
+                found.append(
+                    f"t={cluster.now} {group.spec.group}: read beyond the HW of {np.flatnonzero(beyond)}"
+                )
     for producer in cluster.producers:
         size = cluster.topics[producer.spec.topic].spec.message_bytes
         if producer.blocked and producer.available_bytes >= size:

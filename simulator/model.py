@@ -17,6 +17,12 @@ class ClusterSettings:
     replica_fetch_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes, per partition per fetch round
     min_insync_replicas: int = 1  # min.insync.replicas (topic default)
     unclean_leader_election: bool = False  # unclean.leader.election.enable
+    log_retention_check_s: float = 300.0  # log.retention.check.interval.ms
+    # Per broker (None = unlimited): what simulator.storage models.
+    page_cache_bytes: int | None = None  # memory the OS gives the page cache
+    disk_read_bytes_per_s: float | None = None  # reads that miss the page cache
+    network_out_bytes_per_s: float | None = None  # consumer fetch responses
+    disk_bytes: int | None = None  # log directory capacity
 
 
 @dataclass(eq=False)
@@ -33,6 +39,8 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     message_bytes: int = 1024  # size of every message on the topic (stored and on the wire)
+    segment_bytes: int = 1024**3  # segment.bytes
+    retention_bytes: int | None = None  # retention.bytes per partition; None = -1 (no size limit)
     min_insync_replicas: int | None = None  # None = the cluster default
     unclean_leader_election: bool | None = None  # None = the cluster default
     start_index: int | None = None  # placement: fixed startIndex, else seeded random

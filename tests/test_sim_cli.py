@@ -28,7 +28,9 @@ def test_simulate_rejects_unknown_scenarios_and_impossible_overrides(capsys, tmp
 
 def test_bench_simulate_prints_its_figures_against_the_baseline(capsys):
     # A small cluster for a moment: the test checks what the benchmark reports, never how fast it ran.
-    code = main(["bench", "simulate", "--brokers", "3", "--partitions", "30", "--seconds", "1", "--repeat", "1"])
+    code = main(
+        ["bench", "simulate", "--brokers", "3", "--partitions", "30", "--seconds", "1", "--repeat", "1"]
+    )
     out = capsys.readouterr().out
     assert code in (0, 1)  # 1: below the 10x target, which a loaded test machine may well be
     assert out.startswith("machine: ")
