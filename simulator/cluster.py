@@ -223,7 +223,7 @@ class Cluster:
         st, most = self.state, self.settings.replica_fetch_max_bytes
         limits = self._fetch_limits()
         if not limits:
-            return np.broadcast_to(most // st.message_bytes, st.broker.shape), None
+            return most // st.message_bytes, None  # per partition; broadcasts over the replicas
         share = np.full(self.slots + 1, float(most))
         count = np.bincount(st.broker[followers], minlength=len(share))
         for b, limit in limits.items():
@@ -247,13 +247,13 @@ class Cluster:
         in_isr = st.isr_rank >= 0
         lagging = followers & in_isr & out_of_sync & (live & (in_isr.sum(axis=0) > 1))
         shrunk = lagging.any(axis=0)
-        for row in np.flatnonzero(shrunk):
-            p = self.partitions[row]
-            old, dropped = p.isr, {p.replicas[slot] for slot in np.flatnonzero(lagging[:, row])}
-            p.isr = [r for r in old if r not in dropped]
-            self.counters[p.leader].isr_shrinks += 1
-            self.record_change(p, old, by=p.leader, by_controller=False)
         if shrunk.any():
+            for row in np.flatnonzero(shrunk):
+                p = self.partitions[row]
+                old, dropped = p.isr, {p.replicas[slot] for slot in np.flatnonzero(lagging[:, row])}
+                p.isr = [r for r in old if r not in dropped]
+                self.counters[p.leader].isr_shrinks += 1
+                self.record_change(p, old, by=p.leader, by_controller=False)
             self._advance_hw(shrunk, is_leader)
         # Live followers fetch what the leader has, up to their allowance.
         fetching = followers & live & alive[st.broker]
@@ -270,7 +270,7 @@ class Cluster:
         st.caught_up_at[fetching & (st.leo == leader_leo)] = now
         # A follower that reached the HW rejoins the ISR (in replica order within a partition).
         joining = fetching & (st.isr_rank < 0) & (st.leo >= st.hw)
-        for slot, row in sorted(zip(*np.nonzero(joining), strict=True), key=lambda sr: (sr[1], sr[0])):
+        for row, slot in sorted(zip(*reversed(np.nonzero(joining)), strict=True)) if joining.any() else ():
             p = self.partitions[row]
             old = p.isr
             p.isr = [*old, p.replicas[slot]]

@@ -24,7 +24,7 @@ def violations(cluster: Cluster) -> list[str]:
     }
     found = []
     for problem, broken in checks.items():
-        for row in np.flatnonzero(broken):
+        for row in np.flatnonzero(broken) if broken.any() else ():
             p = cluster.partitions[row]
             leo = {r: p.leo[r] for r in p.replicas}
             found.append(

@@ -190,6 +190,7 @@ class Producer:
         admitted = int(take.sum())
         self.used_bytes += admitted * size
         completed = self._write(cluster, topic, np.where(direct, take, 0), size) if take[direct].any() else 0
-        for index in np.flatnonzero(~direct & (take > 0)):
+        queue = ~direct & (take > 0)
+        for index in np.flatnonzero(queue) if queue.any() else ():
             self.queued.setdefault(int(index), deque()).append([cluster.now, int(take[index])])
         return admitted, completed
