@@ -103,9 +103,10 @@ class ConsumerGroup:
         reading = cluster.live_leaders(rows) & (loads > 0)
         # OffsetOutOfRange (retention deleted the position, or an unclean election cut the log below it):
         # auto.offset.reset=earliest.
-        leader_leo = np.where(st.broker[:, rows] == st.leader[rows], st.leo[:, rows], 0).max(axis=0)
-        lost = reading & ((self.position < st.log_start[rows]) | (self.position > leader_leo))
-        self.position[lost] = st.log_start[rows][lost]
+        if ((self.position < st.log_start[rows]) | (self.position > st.hw[rows])).any():
+            leader_leo = np.where(st.broker[:, rows] == st.leader[rows], st.leo[:, rows], 0).max(axis=0)
+            lost = reading & ((self.position < st.log_start[rows]) | (self.position > leader_leo))
+            self.position[lost] = st.log_start[rows][lost]
         available = st.hw[rows] - self.position
         if self.messages_per_s is None:
             n = available
