@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
+UNLIMITED_BATCH = 500  # messages an unlimited group takes per poll
 
 
 @dataclass(frozen=True)
@@ -107,15 +108,15 @@ class Traffic:
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                wanted = 500
-                if spec.messages_per_s is not None:
+                if spec.messages_per_s is None:
+                    allowance = UNLIMITED_BATCH
+                else:
                     allowance = min(allowance + (now - last) * spec.messages_per_s, spec.messages_per_s)
-                    wanted = int(allowance)
                 last = now
-                if wanted < 1:
+                if allowance < 1:
                     self._stop.wait(POLL_S)
                     continue
-                messages = [m for m in consumer.consume(wanted, timeout=POLL_S) if m.error() is None]
+                messages = [m for m in consumer.consume(int(allowance), timeout=POLL_S) if m.error() is None]
                 allowance -= len(messages)
                 uncommitted |= bool(messages)
                 if uncommitted and now - last_commit >= self.spec.commit_interval_s:
