@@ -78,7 +78,7 @@ class Cluster:
             live, spec.partitions, spec.replication_factor, spec.start_index, spec.replica_shift, rng=self.rng
         )
         number = len(self.topics)
-        first = self.state.add(list(placement.values()), spec.message_bytes, number, self.now)
+        first = self.state.add(list(placement.values()), spec.message_bytes, self.now)
         self.meters.add_topic()
         partitions = [
             Partition(self.state, first + i, spec.name, index, replicas)

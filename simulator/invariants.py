@@ -33,7 +33,8 @@ def violations(cluster: Cluster) -> list[str]:
     for group in cluster.groups:
         rows = cluster.topics[group.spec.topic].rows
         if group.mode == "active" and len(group.position):
-            beyond = (group.position > st.hw[rows]) & alive[st.leader[rows]]
+            # only an unclean election lowers a HW, so only then may a position stand above it
+            beyond = (group.position > st.hw[rows]) & alive[st.leader[rows]] & ~st.unclean[rows]
             if beyond.any():
                 found.append(
                     f"t={cluster.now} {group.spec.group}: read beyond the HW of {np.flatnonzero(beyond)}"

@@ -56,7 +56,7 @@ class ReplicaState:
     ISR membership is ``isr_rank`` ≥ 0, the rank keeping the order members joined in (-1: not in the ISR).
     """
 
-    PER_PARTITION = ("leader", "hw", "log_start", "message_bytes", "topic", "unclean")
+    PER_PARTITION = ("leader", "hw", "log_start", "message_bytes", "unclean")
     PER_REPLICA = ("broker", "leo", "fetch_offset", "caught_up_at", "fetched_at", "fetch_credit", "isr_rank")
     FLOATS = ("caught_up_at", "fetched_at", "fetch_credit")
 
@@ -70,7 +70,7 @@ class ReplicaState:
     def width(self) -> int:
         return self.broker.shape[0]
 
-    def add(self, placement: list[list[int]], message_bytes: int, topic: int, now: float) -> int:
+    def add(self, placement: list[list[int]], message_bytes: int, now: float) -> int:
         """Adds a partition per replica list, all replicas in sync at offset 0; returns the first's row."""
         first, width = len(self.leader), max(self.width, *map(len, placement))
         rows = len(placement)
@@ -82,7 +82,6 @@ class ReplicaState:
             "hw": np.zeros(rows, np.int64),
             "log_start": np.zeros(rows, np.int64),
             "message_bytes": np.full(rows, message_bytes, np.int64),
-            "topic": np.full(rows, topic, np.int64),
             "unclean": np.zeros(rows, bool),
             "broker": broker,
             "leo": np.zeros((width, rows), np.int64),
@@ -131,10 +130,15 @@ class ReplicaValues(MutableMapping):
         self._slots, self._replicas = slots, replicas
 
     def __getitem__(self, broker: int) -> int | float:
-        return self._slots[self._replicas.index(broker)].item()
+        return self._slots[self._slot(broker)].item()
 
     def __setitem__(self, broker: int, value: int | float) -> None:
-        self._slots[self._replicas.index(broker)] = value
+        self._slots[self._slot(broker)] = value
+
+    def _slot(self, broker: int) -> int:
+        if broker not in self._replicas:
+            raise KeyError(broker)
+        return self._replicas.index(broker)
 
     def __delitem__(self, broker: int) -> None:
         raise TypeError("every replica has a value")
