@@ -41,6 +41,7 @@ class TopicSpec:
     message_bytes: int = 1024  # size of every message on the topic (stored and on the wire)
     segment_bytes: int = 1024**3  # segment.bytes
     retention_bytes: int | None = None  # retention.bytes per partition; None = -1 (no size limit)
+    retention_s: float | None = 7 * 24 * 3600.0  # retention.ms (log.retention.hours=168); None = -1
     min_insync_replicas: int | None = None  # None = the cluster default
     unclean_leader_election: bool | None = None  # None = the cluster default
     start_index: int | None = None  # placement: fixed startIndex, else seeded random

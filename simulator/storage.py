@@ -3,9 +3,11 @@
 - Segments: every message of a topic has the same size, so a segment of ``segment.bytes`` holds
   ``segment_bytes // message_bytes`` messages and segments start at multiples of that; the one holding the
   log end offset is the active segment.
-- Retention (``retention.bytes`` per partition), checked every ``log.retention.check.interval.ms`` as Kafka
-  does: the oldest segment is deleted while the log without it still holds at least ``retention.bytes``;
-  never the active segment, nor one holding offsets at or above the high watermark. The log start offset is
+- Retention, checked every ``log.retention.check.interval.ms`` as Kafka does: the oldest segment is deleted
+  while the log without it still holds at least ``retention.bytes`` (per partition), or while its newest
+  message is older than ``retention.ms`` (known from the log end offsets at earlier checks, so a segment
+  may outlive it by up to one check interval); never the active segment, nor one holding offsets at or
+  above the high watermark. The log start offset is
   the partition's; a follower left below it restarts from it, a consumer position below it resets to it
   (``auto.offset.reset=earliest``; the messages in between are lost to that group).
 - Page cache: a broker's cache holds the newest ``page_cache_bytes`` written to it (leader appends and
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +39,7 @@ class Storage:
         s = cluster.settings
         self.next_check = s.log_retention_check_s
         self.cached_from: np.ndarray | None = None  # per replica: first offset in the page cache
+        self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, leaders' LEO) at retention checks
         self._write_rate = np.zeros((0, 0))  # per replica, bytes/s
         self._seen_leo = np.zeros((0, 0), np.int64)
         self._disk_left = self._network_left = np.zeros(0, np.int64)  # bytes left this step, by broker
@@ -65,9 +69,7 @@ class Storage:
         cluster, s = self.cluster, self.cluster.settings
         if cluster.now >= self.next_check:
             self.next_check += s.log_retention_check_s
-            for topic in cluster.topics.values():
-                if topic.spec.retention_bytes is not None:
-                    self._retain(topic)
+            self._check_retention()
         if s.page_cache_bytes is not None:
             self._cache(dt, s.page_cache_bytes)
         if s.disk_read_bytes_per_s is not None:
@@ -75,19 +77,42 @@ class Storage:
         if s.network_out_bytes_per_s is not None:
             self._network_left = np.full(cluster.slots, round(s.network_out_bytes_per_s * dt), np.int64)
 
-    def _retain(self, topic: Topic) -> None:
-        st, rows, spec = self.cluster.state, topic.rows, topic.spec
-        per_segment = max(spec.segment_bytes // spec.message_bytes, 1)
-        keep = -(-spec.retention_bytes // spec.message_bytes)  # messages that hold retention.bytes
-        leo = np.where(st.broker[:, rows] == st.leader[rows], st.leo[:, rows], 0).max(axis=0)
-        # Segment [b, b + n) goes while leo - (b + n) >= keep: the first one kept starts at floor((leo -
-        # keep) / n) * n, but not past the active segment or the segment holding the high watermark.
-        start = (leo - keep) // per_segment * per_segment
-        start = np.minimum(start, np.minimum(leo, st.hw[rows]) // per_segment * per_segment)
+    def _check_retention(self) -> None:
+        """``log.retention.check``: per partition, the oldest segments past ``retention.bytes`` or older than
+        ``retention.ms`` go."""
+        st, now = self.cluster.state, self.cluster.now
+        leo = np.where(st.broker == st.leader, st.leo, 0).max(axis=0)  # the leaders' log end offsets
+        self._history.append((now, leo))
+        for topic in self.cluster.topics.values():
+            spec, rows = topic.spec, topic.rows
+            # Segment [b, b + n) is due once b + n <= due: by size, when the log keeps retention.bytes
+            # without it; by time, when it was full before now - retention.ms (its newest message is older).
+            due = np.zeros(rows.stop - rows.start, np.int64)
+            if spec.retention_bytes is not None:
+                due = np.maximum(due, leo[rows] - -(-spec.retention_bytes // spec.message_bytes))
+            if (
+                spec.retention_s is not None
+                and (then := self._leo_before(now - spec.retention_s)) is not None
+            ):
+                due = np.maximum(due, then[rows] if len(then) >= rows.stop else 0)
+            self._delete(topic, due, leo[rows])
+        horizon = now - max((t.spec.retention_s or 0 for t in self.cluster.topics.values()), default=0)
+        while len(self._history) > 1 and self._history[1][0] < horizon:
+            self._history.popleft()
+
+    def _leo_before(self, time: float) -> np.ndarray | None:
+        """The leaders' log end offsets at the latest retention check before ``time``, if any."""
+        return next((leo for t, leo in reversed(self._history) if t < time), None)
+
+    def _delete(self, topic: Topic, due: np.ndarray, leo: np.ndarray) -> None:
+        """Moves the log start past the segments wholly below ``due``, but never past the active segment or
+        the segment holding the high watermark; followers left below it restart from it."""
+        st, rows = self.cluster.state, topic.rows
+        per_segment = max(topic.spec.segment_bytes // topic.spec.message_bytes, 1)
+        start = np.minimum(due, np.minimum(leo, st.hw[rows])) // per_segment * per_segment
         live = self.cluster.live_leaders(rows)
-        log_start = st.log_start[rows]
+        log_start = st.log_start[rows]  # a view: writes go to the state
         log_start[live] = np.maximum(log_start[live], start[live])
-        st.log_start[rows] = log_start
         replicas = st.broker[:, rows] >= 0
         np.copyto(st.leo[:, rows], np.maximum(st.leo[:, rows], log_start), where=replicas)
 

@@ -24,6 +24,7 @@ def scenarios(draw) -> Scenario:
             min_insync_replicas=draw(st.integers(1, 3)),
             segment_bytes=draw(st.sampled_from([20_000, 1024**3])),
             retention_bytes=draw(st.sampled_from([None, 50_000])),
+            retention_s=draw(st.sampled_from([None, 3.0])),
         )
         for i in range(draw(st.integers(1, 2)))
     ]

@@ -203,3 +203,15 @@ def test_size_retention_deletes_whole_segments_and_keeps_retention_bytes():
     # Kafka deletes the oldest segment while the log without it still holds 2,500 B (25 messages):
     # [0,10) (44 left), [10,20) (34 left) and [20,30) (24 < 25: kept).
     assert (p.log_start, p.hw) == (20, 54)
+
+
+def test_time_retention_deletes_segments_whose_newest_message_is_older_than_retention():
+    c = _cluster(ClusterSettings(log_retention_check_s=1.0), brokers=1)
+    spec = TopicSpec("t", 1, 1, message_bytes=10, segment_bytes=1000, retention_s=5.0)
+    p = c.create_topic(spec).partitions[0]
+    for _ in range(100):  # 100 msg/s for 10 s, in segments of 100 messages (1 s each)
+        c.append(p, 10)
+        c.step(0.1)
+    # At the check at t=10 s, segment [300, 400) was last written at t=4 s (6 s ago, past retention.ms):
+    # it goes with the ones before it; [400, 500) was last written at t=5 s, exactly 5 s ago, and stays.
+    assert (p.log_start, p.hw) == (400, 1000)
