@@ -1,4 +1,4 @@
-"""Segments, size retention, the page cache and per-broker disk and network limits.
+"""Segments, retention, the page cache and per-broker disk and network limits.
 
 - Segments: every message of a topic has the same size, so a segment of ``segment.bytes`` holds
   ``segment_bytes // message_bytes`` messages and segments start at multiples of that; the one holding the
@@ -7,9 +7,9 @@
   while the log without it still holds at least ``retention.bytes`` (per partition), or while its newest
   message is older than ``retention.ms`` (known from the log end offsets at earlier checks, so a segment
   may outlive it by up to one check interval); never the active segment, nor one holding offsets at or
-  above the high watermark. The log start offset is
-  the partition's; a follower left below it restarts from it, a consumer position below it resets to it
-  (``auto.offset.reset=earliest``; the messages in between are lost to that group).
+  above the high watermark. The log start offset is the partition's; a follower left below it restarts
+  from it, a consumer position below it resets to it (``auto.offset.reset=earliest``; the messages in
+  between are lost to that group).
 - Page cache: a broker's cache holds the newest ``page_cache_bytes`` written to it (leader appends and
   follower copies). Each replica's cached tail is its share of the broker's write rate (10 s average), or
   all of it while the broker stores less than its cache. Consumer reads below the leader's cached tail hit
@@ -36,8 +36,7 @@ WRITE_RATE_WINDOW_S = 10.0  # averaging time of the write rates that share out t
 class Storage:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        s = cluster.settings
-        self.next_check = s.log_retention_check_s
+        self.next_check = cluster.settings.log_retention_check_s
         self.cached_from: np.ndarray | None = None  # per replica: first offset in the page cache
         self._history: deque[tuple[float, np.ndarray]] = deque()  # (time, leaders' LEO) at retention checks
         self._write_rate = np.zeros((0, 0))  # per replica, bytes/s
