@@ -200,7 +200,7 @@ def test_rf1_incident_pages_a_blocked_producer_from_the_derived_exporter(webhook
     try:
         stack.start(progress=lambda _step: None)
         prom = next(p for p in stack.processes if isinstance(p, Prometheus))
-        before = _wait_for(lambda: prom.query(blocked), timeout_s=120)  # Spark's first batches are slow
+        before = _wait_for(lambda: prom.query(blocked), timeout_s=180)  # Spark's first batches are slow
         stack.simulation.run(10.0, 29.0)
         with pytest.raises(_Paged):
             stack.simulation.run(1.0, 211.0, on_tick=stop_when_paged)
