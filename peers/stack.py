@@ -61,6 +61,7 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 class EmbeddedStack:
     run_dir: Path
     scenario: str = "rf1-incident"
+    routing: dict | None = None  # Alertmanager configuration; the shipped routing by default
     processes: list[ManagedProcess] = field(default_factory=list)
     config: Config | None = None
     simulation: Runtime | None = None
@@ -98,7 +99,7 @@ class EmbeddedStack:
             config_path.write_text(yaml.safe_dump(doc))
             self.config = load_config(config_path)
             progress("starting Alertmanager ...")
-            routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+            routing = self.routing or yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
             alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
             simulated = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
