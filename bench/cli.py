@@ -12,7 +12,7 @@ import importlib
 from bench.machine import describe
 
 # name -> module
-BENCHMARKS: dict[str, str] = {"collect": "bench.collect"}
+BENCHMARKS: dict[str, str] = {"collect": "bench.collect", "simulate": "bench.simulate"}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""The embedded stack the demo runs on loopback: broker, ZooKeeper, a simulated multi-broker cluster
+"""The embedded stack the demo runs on loopback: broker (with real traffic: a producer, a healthy and a
+lagging consumer group), ZooKeeper, a simulated multi-broker cluster
 (JMX-exporter endpoints, znodes in that ZooKeeper), Prometheus scraping it with the shipped alert rules,
 Alertmanager with the shipped routing, and Kafka Observatory itself: ``kobs collect``, ``kobs stream``
 and ``kobs app`` on the configuration the stack writes."""
@@ -22,6 +23,7 @@ from peers.prometheus import Alertmanager, Prometheus
 from peers.zookeeper import ZooKeeper
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
+from simulator.traffic import Traffic, TrafficSpec
 
 # Conventional ports, used when free so that links and docs work; otherwise any free port.
 PREFERRED_PORTS = {
@@ -59,9 +61,11 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 class EmbeddedStack:
     run_dir: Path
     scenario: str = "rf1-incident"
+    routing: dict | None = None  # Alertmanager configuration; the shipped routing by default
     processes: list[ManagedProcess] = field(default_factory=list)
     config: Config | None = None
     simulation: Runtime | None = None
+    traffic: Traffic | None = None
 
     def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -95,7 +99,7 @@ class EmbeddedStack:
             config_path.write_text(yaml.safe_dump(doc))
             self.config = load_config(config_path)
             progress("starting Alertmanager ...")
-            routing = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+            routing = self.routing or yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
             alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
             progress("starting Prometheus ...")
             simulated = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
@@ -118,6 +122,12 @@ class EmbeddedStack:
             topic = self.config.metrics_topic
             progress(f"creating metrics topic {topic.name} ({topic.partitions} partitions) ...")
             create_topic(kafka.bootstrap, topic.name, topic.partitions)
+            traffic = TrafficSpec()
+            progress(
+                f"starting real traffic on {traffic.topic}: a producer, a healthy and a lagging group ..."
+            )
+            create_topic(kafka.bootstrap, traffic.topic, traffic.partitions)
+            self.traffic = Traffic(kafka.bootstrap, traffic).start()
             config = ["--config", str(config_path)]
             app = ["app", *config, "--port", str(ports["app"])]
             commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
@@ -142,6 +152,8 @@ class EmbeddedStack:
         return self.simulation.endpoints() if self.simulation else []
 
     def stop(self) -> None:
+        if self.traffic:
+            self.traffic.stop()
         if self.simulation:
             self.simulation.stop()
         for process in reversed(self.processes):

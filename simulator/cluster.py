@@ -5,13 +5,20 @@ producers append to leaders; each leader shrinks its ISR; followers fetch a batc
 ``replica.fetch.max.bytes``, and their broker's fetch throughput) and rejoin the ISR once they reach the HW;
 the leader advances the HW (after a shrink too) to the smallest offset its ISR fetched from, so it lags
 one round behind;
-consumer groups read below the HW and commit; brokers write due ISR-change notifications.
+the storage applies retention and works out the page cache (``simulator.storage``); consumer groups read
+below the HW, within the brokers' disk and network limits, and commit; brokers write due ISR-change
+notifications.
+
+A round works on all partitions at once, as array operations on the :class:`ReplicaState`; only the rare
+ISR changes are applied partition by partition.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+
+import numpy as np
 
 from common.placement import assign_replicas
 from simulator import controller
@@ -21,10 +28,16 @@ from simulator.model import (
     ClusterSettings,
     IsrChange,
     Partition,
+    ReplicaState,
     Topic,
+    TopicMeters,
     TopicSpec,
 )
 from simulator.notifications import IsrChangeBatcher, IsrNotification
+from simulator.storage import Storage
+
+NOT_IN_ISR = np.iinfo(np.int64).max  # ignored by the HW's minimum
+BYTE_METERS = {"bytes_in": "messages_in", "bytes_out": "messages_out"}  # every message has its topic's size
 
 
 class Cluster:
@@ -33,7 +46,14 @@ class Cluster:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.brokers = {b: Broker(b) for b in sorted(broker_ids)}
+        if not self.brokers or min(self.brokers) < 0:
+            raise ValueError(
+                f"brokers: need at least one broker, with ids 0 or more, not {list(self.brokers)}"
+            )
+        self.slots = max(self.brokers) + 1  # per-broker arrays are indexed by broker id
         self.counters = {b: BrokerCounters() for b in self.brokers}
+        self.meters = TopicMeters(self.slots)
+        self.state = ReplicaState()
         self.topics: dict[str, Topic] = {}
         self.partitions: list[Partition] = []
         self.controller = -1
@@ -45,6 +65,8 @@ class Cluster:
         self.producers: list = []  # simulator.producer.Producer
         self.groups: list = []  # simulator.consumer.ConsumerGroup
         self._batchers = {b: IsrChangeBatcher(b, self.now) for b in self.brokers}
+        self._alive = self.alive_slots()
+        self.storage = Storage(self)
         controller.elect_controller(self)
 
     # --- set-up and faults -------------------------------------------------------------------------
@@ -55,26 +77,28 @@ class Cluster:
         placement = assign_replicas(
             live, spec.partitions, spec.replication_factor, spec.start_index, spec.replica_shift, rng=self.rng
         )
+        number = len(self.topics)
+        first = self.state.add(list(placement.values()), spec.message_bytes, self.now)
+        self.meters.add_topic()
+        partitions = [
+            Partition(self.state, first + i, spec.name, index, replicas)
+            for i, (index, replicas) in enumerate(placement.items())
+        ]
+        for p in partitions:
+            p.controller_epoch = self.controller_epoch
         s = self.settings
         topic = Topic(
             spec,
-            [],
+            number,
+            slice(first, first + len(partitions)),
+            partitions,
             spec.min_insync_replicas or s.min_insync_replicas,
             s.unclean_leader_election
             if spec.unclean_leader_election is None
             else spec.unclean_leader_election,
         )
-        for index, replicas in placement.items():
-            p = Partition(
-                spec.name, index, replicas, spec.message_bytes, leader=replicas[0], isr=list(replicas)
-            )
-            p.controller_epoch = self.controller_epoch
-            for r in replicas:
-                p.leo[r] = p.fetch_offset[r] = 0
-                p.caught_up_at[r] = p.fetched_at[r] = self.now
-            topic.partitions.append(p)
         self.topics[spec.name] = topic
-        self.partitions.extend(topic.partitions)
+        self.partitions.extend(partitions)
         return topic
 
     def kill_broker(self, broker_id: int) -> None:
@@ -91,7 +115,8 @@ class Cluster:
 
     # --- queries -----------------------------------------------------------------------------------
     def partitions_of(self, broker_id: int) -> list[Partition]:
-        return [p for p in self.partitions if broker_id in p.replicas]
+        rows = np.flatnonzero((self.state.broker == broker_id).any(axis=0))
+        return [self.partitions[row] for row in rows]
 
     def has_live_leader(self, p: Partition) -> bool:
         return p.leader >= 0 and self.brokers[p.leader].alive
@@ -99,14 +124,53 @@ class Cluster:
     def accepts_acks_all(self, p: Partition) -> bool:
         return self.has_live_leader(p) and len(p.isr) >= self.topics[p.topic].min_insync_replicas
 
+    def alive_slots(self) -> np.ndarray:
+        """Liveness by broker id, with one extra ``False`` last so that id -1 (no broker) reads as dead."""
+        alive = np.zeros(self.slots + 1, bool)
+        alive[[b.id for b in self.brokers.values() if b.alive]] = True
+        return alive
+
+    def live_leaders(self, rows: slice = slice(None)) -> np.ndarray:
+        """Which partitions of ``rows`` have a live leader (brokers do not fail within a step)."""
+        return self._alive[self.state.leader[rows]]
+
+    def accepting(self, topic: Topic, acks_all: bool) -> np.ndarray:
+        """Which partitions of ``topic`` take writes: a live leader, and for acks=all enough ISR members."""
+        accepts = self.live_leaders(topic.rows)
+        if acks_all:
+            accepts &= (self.state.isr_rank[:, topic.rows] >= 0).sum(axis=0) >= topic.min_insync_replicas
+        return accepts
+
+    def topic_meter(self, name: str, broker_id: int) -> dict[str, int]:
+        """A ``BrokerTopicMetrics`` meter of one broker per topic, for the topics it has counted. Byte meters
+        are the message meters times the topic's message size."""
+        counted, in_bytes = BYTE_METERS.get(name, name), name in BYTE_METERS
+        counts = self.meters.counts[counted][broker_id]
+        return {
+            t: int(counts[topic.number]) * (topic.spec.message_bytes if in_bytes else 1)
+            for t, topic in self.topics.items()
+            if counts[topic.number]
+        }
+
     # --- changes -----------------------------------------------------------------------------------
     def append(self, p: Partition, messages: int) -> int:
         """Appends to the leader's log; returns the new log end offset."""
-        p.leo[p.leader] += messages
-        c = self.counters[p.leader]
-        c.add(c.messages_in, p.topic, messages)
-        c.add(c.bytes_in, p.topic, messages * p.message_bytes)
-        return p.leo[p.leader]
+        counts = np.zeros(len(self.topics[p.topic].partitions), np.int64)
+        counts[p.index] = messages
+        return int(self.append_rows(self.topics[p.topic], counts)[p.index])
+
+    def append_rows(self, topic: Topic, counts: np.ndarray) -> np.ndarray:
+        """Appends ``counts[i]`` messages to the leader of the topic's partition ``i`` (0 where it has no live
+        leader); returns the leaders' log end offsets."""
+        st, rows = self.state, topic.rows
+        leaders = st.leader[rows]
+        slots = (st.broker[:, rows] == leaders).argmax(axis=0)
+        cells = slots * st.leo.shape[1] + np.arange(rows.start, rows.stop)  # in the flattened [slot, row]
+        leo = st.leo.reshape(-1)
+        ends = leo[cells] + counts
+        leo[cells] = ends
+        self.meters.add("messages_in", leaders, topic.number, counts)
+        return ends
 
     def become_follower(self, p: Partition, broker_id: int) -> None:
         """A replica follows the current leader: it truncates what the leader does not have."""
@@ -138,75 +202,86 @@ class Cluster:
     # --- time --------------------------------------------------------------------------------------
     def step(self, dt: float) -> None:
         self.now = round(self.now + dt, 9)
+        self._alive = self.alive_slots()
         for producer in self.producers:
             producer.tick(self, dt)
-        shares = self._fetch_shares(dt)
-        for p in self.partitions:
-            if self.has_live_leader(p):
-                self._replicate(p, shares)
+        self._replicate(dt)
+        self.storage.step(dt)
         for group in self.groups:
             group.tick(self, dt)
         for broker_id, batcher in self._batchers.items():
             if self.brokers[broker_id].alive and (note := batcher.due(self.now)):
                 self.notifications.append(note)
 
-    def _fetch_shares(self, dt: float) -> dict[int, float]:
-        """Bytes each follower replica may fetch this round on a throughput-limited broker (fair share)."""
-        limited = {
-            b.id: b.fetch_bytes_per_s * dt for b in self.brokers.values() if b.fetch_bytes_per_s is not None
-        }
-        if not limited:
-            return {}
-        followers = dict.fromkeys(limited, 0)
-        for p in self.partitions:
-            for r in p.replicas:
-                if r in followers and r != p.leader:
-                    followers[r] += 1
-        return {b: budget / max(followers[b], 1) for b, budget in limited.items()}
+    def _fetch_limits(self) -> dict[int, float]:
+        return {b.id: b.fetch_bytes_per_s for b in self.brokers.values() if b.fetch_bytes_per_s is not None}
 
-    def _replicate(self, p: Partition, shares: dict[int, float]) -> None:
-        leader, now, s = p.leader, self.now, self.settings
-        leader_leo = p.leo[leader]
-        if len(p.isr) > 1:
-            lagging = [r for r in p.isr if r != leader and self._out_of_sync(p, r, leader_leo)]
-            if lagging:
-                old = list(p.isr)
-                p.isr = [r for r in p.isr if r not in lagging]
-                self.counters[leader].isr_shrinks += 1
-                self.record_change(p, old, by=leader, by_controller=False)
-                self._advance_hw(p)
-        for r in p.replicas:
-            if r == leader or not self.brokers[r].alive:
-                continue
-            budget = min(
-                s.replica_fetch_max_bytes,
-                p.fetch_credit.get(r, 0.0) + shares.get(r, s.replica_fetch_max_bytes),
-            )
-            behind = leader_leo - p.leo[r]
-            fetched = min(behind, int(budget // p.message_bytes))
-            if r in shares:
-                p.fetch_credit[r] = budget - fetched * p.message_bytes if fetched < behind else 0.0
-            p.fetch_offset[r] = p.leo[r]
-            p.fetched_at[r] = now
-            p.leo[r] += fetched
-            if p.leo[r] == leader_leo:
-                p.caught_up_at[r] = now
-            if r not in p.isr and p.leo[r] >= p.hw:
-                old = list(p.isr)
-                p.isr.append(r)
-                self.counters[leader].isr_expands += 1
-                self.record_change(p, old, by=leader, by_controller=False)
-        self._advance_hw(p)
+    def _fetch_allowance(self, dt: float, followers: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Messages each replica may fetch this round: ``replica.fetch.max.bytes`` worth, and on a broker
+        with a fetch throughput limit its fair share of the limit plus the credit it carried over. Also the
+        byte budgets behind it, or ``None`` when no broker is limited."""
+        st, most = self.state, self.settings.replica_fetch_max_bytes
+        limits = self._fetch_limits()
+        if not limits:
+            return most // st.message_bytes, None  # per partition; broadcasts over the replicas
+        share = np.full(self.slots + 1, float(most))
+        count = np.bincount(st.broker[followers], minlength=len(share))
+        for b, limit in limits.items():
+            share[b] = limit * dt / max(count[b], 1)
+        budget = np.minimum(most, st.fetch_credit + share[st.broker])
+        return budget // st.message_bytes, budget
 
-    @staticmethod
-    def _advance_hw(p: Partition) -> None:
-        """HW = the smallest LEO the leader knows of in the ISR (its own, the followers' fetch offsets)."""
-        known = [p.leo[r] if r == p.leader else p.fetch_offset[r] for r in p.isr]
-        p.hw = max(p.hw, min(known))
-
-    def _out_of_sync(self, p: Partition, follower: int, leader_leo: int) -> bool:
-        s, now = self.settings, self.now
+    def _replicate(self, dt: float) -> None:
+        st, s, now, alive = self.state, self.settings, self.now, self._alive
+        live = alive[st.leader]
+        is_leader = (st.broker == st.leader) & live
+        followers = (st.broker >= 0) & (st.broker != st.leader)
+        leader_leo = np.where(is_leader, st.leo, 0).sum(axis=0)
+        # The leader drops followers that have not caught up for replica.lag.time.max.ms (or, Kafka ≤ 0.8,
+        # fell too many messages behind); the HW may move up at once.
         if s.replica_lag_max_messages is None:
-            return now - p.caught_up_at[follower] > s.replica_lag_time_max_s
-        stuck = now - p.fetched_at[follower] > s.replica_lag_time_max_s
-        return stuck or leader_leo - p.fetch_offset[follower] > s.replica_lag_max_messages
+            out_of_sync = now - st.caught_up_at > s.replica_lag_time_max_s
+        else:
+            behind = leader_leo - st.fetch_offset > s.replica_lag_max_messages
+            out_of_sync = (now - st.fetched_at > s.replica_lag_time_max_s) | behind
+        in_isr = st.isr_rank >= 0
+        lagging = followers & in_isr & out_of_sync & (live & (in_isr.sum(axis=0) > 1))
+        shrunk = lagging.any(axis=0)
+        if shrunk.any():
+            for row in np.flatnonzero(shrunk):
+                p = self.partitions[row]
+                old, dropped = p.isr, {p.replicas[slot] for slot in np.flatnonzero(lagging[:, row])}
+                p.isr = [r for r in old if r not in dropped]
+                self.counters[p.leader].isr_shrinks += 1
+                self.record_change(p, old, by=p.leader, by_controller=False)
+            self._advance_hw(shrunk, is_leader)
+        # Live followers fetch what the leader has, up to their allowance.
+        fetching = followers & live & alive[st.broker]
+        allowed, budget = self._fetch_allowance(dt, followers)
+        behind = leader_leo - st.leo
+        fetched = np.where(fetching, np.minimum(behind, allowed), 0).astype(np.int64)
+        if budget is not None:  # a limited follower still behind carries its unused budget over
+            limited = fetching & np.isin(st.broker, list(self._fetch_limits()))
+            carry = np.where(fetched < behind, budget - fetched * st.message_bytes, 0.0)
+            np.copyto(st.fetch_credit, carry, where=limited)
+        np.copyto(st.fetch_offset, st.leo, where=fetching)
+        st.fetched_at[fetching] = now
+        st.leo += fetched
+        st.caught_up_at[fetching & (st.leo == leader_leo)] = now
+        # A follower that reached the HW rejoins the ISR (in replica order within a partition).
+        joining = fetching & (st.isr_rank < 0) & (st.leo >= st.hw)
+        for row, slot in sorted(zip(*reversed(np.nonzero(joining)), strict=True)) if joining.any() else ():
+            p = self.partitions[row]
+            old = p.isr
+            p.isr = [*old, p.replicas[slot]]
+            self.counters[p.leader].isr_expands += 1
+            self.record_change(p, old, by=p.leader, by_controller=False)
+        self._advance_hw(live, is_leader)
+
+    def _advance_hw(self, rows: np.ndarray, is_leader: np.ndarray) -> None:
+        """HW = the smallest LEO the leader knows of in the ISR (its own, the followers' fetch offsets), for
+        the partitions selected by the mask ``rows``; it never goes down."""
+        st = self.state
+        known = np.where(is_leader, st.leo, st.fetch_offset)
+        lowest = np.where(st.isr_rank >= 0, known, NOT_IN_ISR).min(axis=0)
+        np.maximum(st.hw, lowest, out=st.hw, where=rows)

@@ -1,14 +1,17 @@
 """Consumer groups: range assignment, reading below the high watermark, periodic commits, lag.
 
-A group is ``active`` (consumes and commits), ``stalled`` (commits the same offsets, never advances),
-or ``stopped`` (no members: neither consumes nor commits). ``rewind`` moves its positions back, so the next
-commit goes backwards.
+A group is ``active`` (consumes and commits), ``stalled`` (commits the same offsets, never advances), or
+``stopped`` (no members: neither consumes nor commits). ``rewind`` moves its positions back, so the next
+commit goes backwards. Reads are served within the leaders' disk and network limits
+(``simulator.storage``); a position out of the log's range resets to the log start.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from common.placement import range_assign
 
@@ -34,58 +37,83 @@ class GroupSpec:
 
 
 class ConsumerGroup:
+    """Positions, commits and read credit are arrays over the topic's partitions."""
+
     def __init__(self, spec: GroupSpec):
         self.spec = spec
         self.mode = spec.mode
         self.messages_per_s = spec.messages_per_s
-        self.position: dict[int, int] = {}
-        self.committed: dict[int, int] = {}
         self.last_commit = 0.0
-        self._credit: dict[int, float] = {}
+        self.position = np.zeros(0, np.int64)  # sized on first use, from the log start offsets
+        self._committed = np.zeros(0, np.int64)
+        self._credit = np.zeros(0)
+        self._loads_of: tuple[int, np.ndarray] = (-1, np.zeros(0, np.int64))  # (members, loads)
 
     @property
     def member_ids(self) -> list[str]:
         count = 0 if self.mode == "stopped" else self.spec.members
         return [f"{self.spec.group}-{i}" for i in range(count)]
 
+    @property
+    def committed(self) -> dict[int, int]:
+        """Committed offset per partition (empty before the first commit)."""
+        return {i: int(offset) for i, offset in enumerate(self._committed)}
+
     def assignment(self, cluster: Cluster) -> dict[str, list[int]]:
         return range_assign([p.index for p in cluster.topics[self.spec.topic].partitions], self.member_ids)
 
     def lag(self, p: Partition) -> int:
         """Messages between the committed offset and the end offset consumers see (the HW)."""
-        return p.hw - self.committed.get(p.index, 0)
+        return p.hw - (int(self._committed[p.index]) if len(self._committed) else 0)
 
     def rewind(self, messages: int, cluster: Cluster) -> None:
-        for p in cluster.topics[self.spec.topic].partitions:
-            self.position[p.index] = max(p.log_start, self.position.get(p.index, 0) - messages)
+        rows = self._start(cluster)
+        self.position = np.maximum(cluster.state.log_start[rows], self.position - messages)
 
     def tick(self, cluster: Cluster, dt: float) -> None:
         if self.mode == "stopped":
             return
-        partitions = cluster.topics[self.spec.topic].partitions
-        for p in partitions:
-            self.position.setdefault(p.index, p.log_start)
+        rows = self._start(cluster)
         if self.mode == "active":
-            for owned in self.assignment(cluster).values():
-                for index in owned:
-                    self._consume(cluster, partitions[index], dt / len(owned))
+            self._consume(cluster, rows, dt)
         if cluster.now - self.last_commit >= self.spec.commit_interval_s:
-            self.committed.update(self.position)
+            self._committed = self.position.copy()
             self.last_commit = cluster.now
 
-    def _consume(self, cluster: Cluster, p: Partition, share_dt: float) -> None:
-        if not cluster.has_live_leader(p):
-            return
-        position = self.position[p.index]
-        available = p.hw - position
+    def _start(self, cluster: Cluster) -> slice:
+        """The topic's rows; positions start at the log start offsets."""
+        rows = cluster.topics[self.spec.topic].rows
+        if not len(self.position):
+            self.position = cluster.state.log_start[rows].copy()
+            self._credit = np.zeros(len(self.position))
+        return rows
+
+    def _loads(self, cluster: Cluster) -> np.ndarray:
+        """Per partition, how many partitions its member reads (0: unassigned); it gets that share of time."""
+        members = len(self.member_ids)
+        if self._loads_of[0] != members:
+            loads = np.zeros(len(self.position), np.int64)
+            for owned in self.assignment(cluster).values():
+                loads[owned] = len(owned)
+            self._loads_of = (members, loads)
+        return self._loads_of[1]
+
+    def _consume(self, cluster: Cluster, rows: slice, dt: float) -> None:
+        st, loads, topic = cluster.state, self._loads(cluster), cluster.topics[self.spec.topic]
+        reading = cluster.live_leaders(rows) & (loads > 0)
+        # OffsetOutOfRange (retention deleted the position, or an unclean election cut the log below it):
+        # auto.offset.reset=earliest.
+        if ((self.position < st.log_start[rows]) | (self.position > st.hw[rows])).any():
+            leader_leo = np.where(st.broker[:, rows] == st.leader[rows], st.leo[:, rows], 0).max(axis=0)
+            lost = reading & ((self.position < st.log_start[rows]) | (self.position > leader_leo))
+            self.position[lost] = st.log_start[rows][lost]
+        available = st.hw[rows] - self.position
         if self.messages_per_s is None:
             n = available
         else:
-            budget = self._credit.get(p.index, 0.0) + self.messages_per_s * share_dt
-            n = min(available, int(budget))
-            self._credit[p.index] = budget - n if n < available else 0.0
-        if n <= 0:
-            return
-        self.position[p.index] = position + n
-        c = cluster.counters[p.leader]
-        c.add(c.bytes_out, p.topic, n * p.message_bytes)
+            budget = self._credit + self.messages_per_s * (dt / np.maximum(loads, 1))
+            n = np.minimum(available, budget.astype(np.int64))
+            np.copyto(self._credit, np.where(n < available, budget - n, 0.0), where=reading)
+        n = cluster.storage.read(topic, self.position, np.where(reading & (n > 0), n, 0))
+        self.position += n
+        cluster.meters.add("messages_out", st.leader[rows], topic.number, n)

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
+import numpy as np
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
@@ -21,6 +22,8 @@ from simulator.cluster import Cluster
 from simulator.producer import Producer
 
 HOST = "127.0.0.1"
+LOG_DIR = "/var/lib/kafka/data"  # the mount point in the node exporter's filesystem series
+LOG_LABELS = ["topic", "partition"]
 
 
 def _gauge(name: str, value: float, doc: str) -> GaugeMetricFamily:
@@ -93,32 +96,60 @@ class BrokerCollector:
         )
         elections.add_sample(elections.name, {}, counters.leader_elections)
         yield elections
-        yield _per_topic("kafka_server_brokertopicmetrics_messagesin", counters.messages_in, "Messages in")
         yield _per_topic(
-            "kafka_server_brokertopicmetrics_bytesin", counters.bytes_in, "Bytes in from producers"
+            "kafka_server_brokertopicmetrics_messagesin", c.topic_meter("messages_in", b), "Messages in"
         )
         yield _per_topic(
-            "kafka_server_brokertopicmetrics_bytesout", counters.bytes_out, "Bytes out to consumers"
+            "kafka_server_brokertopicmetrics_bytesin", c.topic_meter("bytes_in", b), "Bytes in from producers"
+        )
+        yield _per_topic(
+            "kafka_server_brokertopicmetrics_bytesout",
+            c.topic_meter("bytes_out", b),
+            "Bytes out to consumers",
         )
         yield _per_topic(
             "kafka_server_brokertopicmetrics_failedproducerequests",
-            counters.failed_produce,
+            c.topic_meter("failed_produce", b),
             "Failed produce requests",
         )
         yield _gauge("kafka_log_logmanager_offlinelogdirectorycount", 0, "Offline log directories")
-        size = GaugeMetricFamily(
-            "kafka_log_log_size", "Bytes of the replica's log", labels=["topic", "partition"]
-        )
-        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
-        start = GaugeMetricFamily(
-            "kafka_log_log_logstartoffset", "Log start offset", labels=["topic", "partition"]
-        )
-        for p in hosted:
-            labels = [p.topic, str(p.index)]
-            size.add_metric(labels, (p.leo[b] - p.log_start) * p.message_bytes)
-            end.add_metric(labels, p.leo[b])
-            start.add_metric(labels, p.log_start)
-        yield from (size, end, start)
+        yield from self._logs()
+        if c.settings.disk_bytes is not None:  # the node exporter's view of the log directory
+            free = c.settings.disk_bytes - int(c.storage.broker_bytes()[b])
+            for name, value in (("size", c.settings.disk_bytes), ("avail", free)):
+                family = GaugeMetricFamily(
+                    f"node_filesystem_{name}_bytes", f"Log directory {name} bytes", labels=["mountpoint"]
+                )
+                family.add_metric([LOG_DIR], value)
+                yield family
+
+    def _logs(self) -> Iterator[Metric]:
+        """``kafka.log:type=Log`` beans of every replica on this broker."""
+        c, b, st = self.cluster, self.broker_id, self.cluster.state
+        families = {
+            "size": GaugeMetricFamily("kafka_log_log_size", "Bytes of the replica's log", labels=LOG_LABELS),
+            "logendoffset": GaugeMetricFamily(
+                "kafka_log_log_logendoffset", "Log end offset", labels=LOG_LABELS
+            ),
+            "logstartoffset": GaugeMetricFamily(
+                "kafka_log_log_logstartoffset", "Log start offset", labels=LOG_LABELS
+            ),
+            "numlogsegments": GaugeMetricFamily(
+                "kafka_log_log_numlogsegments", "Segments of the replica's log", labels=LOG_LABELS
+            ),
+        }
+        stored = c.storage.stored_bytes()
+        for name, topic in c.topics.items():
+            rows, segments = topic.rows, c.storage.segments(topic)
+            on_broker = st.broker[:, rows] == b
+            slots = on_broker.argmax(axis=0)
+            for i in np.flatnonzero(on_broker.any(axis=0)):
+                slot, row, labels = slots[i], rows.start + i, [name, str(i)]
+                families["size"].add_metric(labels, stored[slot, row])
+                families["logendoffset"].add_metric(labels, st.leo[slot, row])
+                families["logstartoffset"].add_metric(labels, st.log_start[row])
+                families["numlogsegments"].add_metric(labels, segments[slot, i])
+        yield from families.values()
 
 
 # attribute name after the exporter's sanitising -> (JMX attribute, how to read it)

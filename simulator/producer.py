@@ -14,11 +14,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from simulator.window import Window
 
 if TYPE_CHECKING:
     from simulator.cluster import Cluster
-    from simulator.model import Partition
+    from simulator.model import Topic
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,13 @@ class ProducerSpec:
 
 
 class Producer:
+    """The accumulator of one client; per-partition amounts are arrays over the topic's partitions."""
+
     def __init__(self, spec: ProducerSpec):
         self.spec = spec
         self.messages_per_s = spec.messages_per_s
-        self.queued: dict[int, deque[list[float]]] = {}  # partition -> [[created, messages], ...]
-        self.in_flight: dict[int, deque[tuple[int, int]]] = {}  # partition -> (end offset, messages)
+        self.queued: dict[int, deque[list[float]]] = {}  # partition -> [[created, messages], ...], non-empty
+        self.in_flight: deque[tuple[np.ndarray, np.ndarray]] = deque()  # per write: (end offsets, messages)
         self.used_bytes = 0
         self.blocked_since: float | None = None
         self.sent_total = 0
@@ -80,11 +84,10 @@ class Producer:
         topic = cluster.topics[self.spec.topic]
         size = topic.spec.message_bytes
         now = cluster.now
-        sent = errors = 0
-        for p in topic.partitions:
-            sent += self._complete(p, size)
-            errors += self._expire(p, size, now)
-            sent += self._drain(cluster, p, size)
+        accepts = cluster.accepting(topic, self.spec.acks == "all")
+        sent = self._complete(cluster.state.hw[topic.rows], size)
+        errors = self._expire(size, now)
+        sent += self._drain(cluster, topic, accepts, size)
         waited = 0.0
         if self.blocked and self.available_bytes >= size:
             self.blocked_since = None
@@ -95,7 +98,7 @@ class Producer:
             demand = self._carry + rate * dt
             wanted = int(demand)
             self._carry = demand - wanted
-            admitted, passed = self._send(cluster, topic.partitions, wanted, size)
+            admitted, passed = self._send(cluster, topic, accepts, wanted, size)
             sent += passed
             if admitted < wanted:
                 waited = dt * (1 - admitted / wanted)
@@ -112,88 +115,82 @@ class Producer:
         self.error_rate.add(now, dt, errors)
         self.wait_ratio.add(now, dt, waited)
 
-    def _accepts(self, cluster: Cluster, p: Partition) -> bool:
-        if self.spec.acks == "all":
-            return cluster.accepts_acks_all(p)
-        return cluster.has_live_leader(p)
-
-    def _complete(self, p: Partition, size: int) -> int:
-        flights = self.in_flight.get(p.index)
-        done = 0
-        while flights and flights[0][0] <= p.hw:
-            done += flights.popleft()[1]
+    def _complete(self, hw: np.ndarray, size: int) -> int:
+        """acks=all: batches the HW has passed are acknowledged in order per partition, freeing memory."""
+        done, waiting = 0, np.zeros(len(hw), bool)  # waiting: an earlier batch is not acknowledged yet
+        for ends, messages in self.in_flight:
+            pending = messages > 0
+            acked = pending & (ends <= hw) & ~waiting
+            waiting |= pending & ~acked
+            done += int(messages[acked].sum())
+            messages[acked] = 0
+        while self.in_flight and not self.in_flight[0][1].any():
+            self.in_flight.popleft()
         self.used_bytes -= done * size
         return done
 
-    def _expire(self, p: Partition, size: int, now: float) -> int:
-        batches = self.queued.get(p.index)
+    def _expire(self, size: int, now: float) -> int:
         expired = 0
-        while batches and now - batches[0][0] >= self.spec.delivery_timeout_ms / 1000:
-            expired += int(batches.popleft()[1])
+        for index, batches in list(self.queued.items()):
+            while batches and now - batches[0][0] >= self.spec.delivery_timeout_ms / 1000:
+                expired += int(batches.popleft()[1])
+            if not batches:
+                del self.queued[index]
         self.used_bytes -= expired * size
         return expired
 
-    def _drain(self, cluster: Cluster, p: Partition, size: int) -> int:
-        batches = self.queued.get(p.index)
-        if not batches:
-            return 0
-        if not self._accepts(cluster, p):
-            if cluster.has_live_leader(p):  # under min ISR: the leader rejects the produce request
-                c = cluster.counters[p.leader]
-                c.add(c.failed_produce, p.topic, 1)
-            return 0
-        messages = int(sum(b[1] for b in batches))
-        batches.clear()
-        return self._write(cluster, p, messages, size)
+    def _drain(self, cluster: Cluster, topic: Topic, accepts: np.ndarray, size: int) -> int:
+        """Queued batches go to partitions that accept writes again; a leader under min ISR rejects them."""
+        messages = np.zeros(len(accepts), np.int64)
+        for index in list(self.queued):
+            if accepts[index]:
+                messages[index] = sum(b[1] for b in self.queued.pop(index))
+            elif (leader := topic.partitions[index].leader) >= 0 and cluster.brokers[leader].alive:
+                cluster.meters.add("failed_produce", leader, topic.number, 1)
+        return self._write(cluster, topic, messages, size) if messages.any() else 0
 
-    def _write(self, cluster: Cluster, p: Partition, messages: int, size: int) -> int:
-        """Sends to the leader; returns the messages already complete (acks 0/1) and frees their memory."""
-        end = cluster.append(p, messages)
+    def _write(self, cluster: Cluster, topic: Topic, messages: np.ndarray, size: int) -> int:
+        """Sends to the leaders; returns the messages already complete (acks 0/1) and frees their memory."""
+        ends = cluster.append_rows(topic, messages)
         if self.spec.acks == "all":
-            self.in_flight.setdefault(p.index, deque()).append((end, messages))
+            self.in_flight.append((ends, messages))
             return 0
-        self.used_bytes -= messages * size
-        return messages
+        total = int(messages.sum())
+        self.used_bytes -= total * size
+        return total
 
-    def _spread(
-        self, cluster: Cluster, partitions: list[Partition], messages: int
-    ) -> list[tuple[Partition, int]]:
+    def _spread(self, cluster: Cluster, topic: Topic, messages: int) -> np.ndarray:
         """Messages per partition: keyed records cover every partition, keyless ones the available ones."""
-        targets = partitions
-        if self.spec.partitioner == "sticky":
-            targets = [p for p in partitions if cluster.has_live_leader(p)] or partitions
+        counts = np.zeros(len(topic.partitions), np.int64)
+        targets = np.arange(len(counts))
+        if self.spec.partitioner == "sticky" and (live := cluster.live_leaders(topic.rows)).any():
+            targets = np.flatnonzero(live)
         base, extra = divmod(messages, len(targets))
         start = self._next % len(targets)
         self._next = start + extra
-        counts = []
-        for i, p in enumerate(targets):
-            n = base + (1 if (i - start) % len(targets) < extra else 0)
-            if n:
-                counts.append((p, n))
+        counts[targets] = base + ((np.arange(len(targets)) - start) % len(targets) < extra)
         return counts
 
-    def _send(self, cluster: Cluster, partitions: list[Partition], wanted: int, size: int) -> tuple[int, int]:
+    def _send(
+        self, cluster: Cluster, topic: Topic, accepts: np.ndarray, wanted: int, size: int
+    ) -> tuple[int, int]:
         """Admits records in order until the next one does not fit; returns (admitted, completed at once)."""
-        counts = self._spread(cluster, partitions, wanted)
-        direct = {p.index: self._accepts(cluster, p) and not self.queued.get(p.index) for p, _ in counts}
-        holds = {i: not (ok and self.spec.acks != "all") for i, ok in direct.items()}  # keeps buffer memory
-        cost = sum(n for p, n in counts if holds[p.index]) * size
-        fraction = 1.0 if cost <= self.available_bytes else self.available_bytes / cost
-        take = {p.index: int(n * fraction) for p, n in counts}
-        free = self.available_bytes - sum(n for i, n in take.items() if holds[i]) * size
-        for p, n in counts:  # records arrive interleaved: top up one by one while one more fits
-            if holds[p.index] and take[p.index] < n and free >= size:
-                take[p.index] += 1
-                free -= size
-        admitted = completed = 0
-        for p, _ in counts:
-            n = take[p.index]
-            if not n:
-                continue
-            admitted += n
-            self.used_bytes += n * size
-            if direct[p.index]:
-                completed += self._write(cluster, p, n, size)
-            else:
-                self.queued.setdefault(p.index, deque()).append([cluster.now, n])
+        counts = self._spread(cluster, topic, wanted)
+        direct = accepts.copy()
+        direct[list(self.queued)] = False  # behind queued batches
+        holds = ~direct | (self.spec.acks == "all")  # keeps buffer memory after this step
+        cost = int(counts[holds].sum()) * size
+        take = counts
+        if cost > self.available_bytes:
+            take = (counts * (self.available_bytes / cost)).astype(np.int64)
+        # records arrive interleaved: top up partition by partition while one more fits
+        free = self.available_bytes - int(take[holds].sum()) * size
+        short = np.flatnonzero(holds & (take < counts))
+        take[short[: max(free // size, 0)]] += 1
+        admitted = int(take.sum())
+        self.used_bytes += admitted * size
+        completed = self._write(cluster, topic, np.where(direct, take, 0), size) if take[direct].any() else 0
+        queue = ~direct & (take > 0)
+        for index in np.flatnonzero(queue) if queue.any() else ():
+            self.queued.setdefault(int(index), deque()).append([cluster.now, int(take[index])])
         return admitted, completed

@@ -8,8 +8,11 @@ File format (every key optional except ``topics``; times in seconds of simulated
     duration_s: 120
     brokers: 3                  # ids 0..N-1
     cluster: {replica_lag_time_max_s: 10, replica_lag_max_messages: null, min_insync_replicas: 1,
-              unclean_leader_election: false, replica_fetch_max_bytes: 1048576}
-    topics:    [{name: orders, partitions: 16, replication_factor: 1, message_bytes: 1024}]
+              unclean_leader_election: false, replica_fetch_max_bytes: 1048576, log_retention_check_s: 300,
+              page_cache_bytes: null, disk_read_bytes_per_s: null, network_out_bytes_per_s: null,
+              disk_bytes: null}       # the last four per broker; null = unlimited
+    topics:    [{name: orders, partitions: 16, replication_factor: 1, message_bytes: 1024,
+                 segment_bytes: 1073741824, retention_bytes: null, retention_s: 604800}]
     producers: [{client_id: web, topic: orders, messages_per_s: 16000, acks: "1"}]
     groups:    [{group: billing, topic: orders, members: 3}]
     events:    [{at: 30, action: kill_broker, broker: 1}]

@@ -50,6 +50,7 @@ class ZooKeeperPublisher:
         self._topics: set[str] = set()
         self._states: dict[tuple[str, int], bytes] = {}
         self._notes_written = 0
+        self._changes_seen = 0
         self._live_notes: list[tuple[float, str]] = []
 
     def start(self) -> None:
@@ -111,7 +112,11 @@ class ZooKeeperPublisher:
         self._controller = current
 
     def _sync_topics(self) -> None:
-        pending = []
+        """New topics with all their partitions; afterwards only the partitions a change names (every change
+        of leader, ISR or epochs is recorded in ``cluster.changes``)."""
+        pending, changed = [], self.cluster.changes[self._changes_seen :]
+        self._changes_seen += len(changed)
+        dirty = [self.cluster.topics[c.topic].partitions[c.partition] for c in changed]
         for name, topic in self.cluster.topics.items():
             if name not in self._topics:
                 assignment = {
@@ -120,18 +125,19 @@ class ZooKeeperPublisher:
                 }
                 self.client.create(f"/brokers/topics/{name}", _json(assignment))
                 self._topics.add(name)
-            for p in topic.partitions:
-                state = partition_state(p)
-                key = (p.topic, p.index)
-                old = self._states.get(key)
-                if old == state:
-                    continue
-                path = f"/brokers/topics/{p.topic}/partitions/{p.index}/state"
-                if old is None:
-                    pending.append(self.client.create_async(path, state, makepath=True))
-                else:
-                    pending.append(self.client.set_async(path, state))
-                self._states[key] = state
+                dirty += topic.partitions
+        for p in dirty:
+            state = partition_state(p)
+            key = (p.topic, p.index)
+            old = self._states.get(key)
+            if old == state:
+                continue
+            path = f"/brokers/topics/{p.topic}/partitions/{p.index}/state"
+            if old is None:
+                pending.append(self.client.create_async(path, state, makepath=True))
+            else:
+                pending.append(self.client.set_async(path, state))
+            self._states[key] = state
         for result in pending:
             result.get(timeout=30)
 

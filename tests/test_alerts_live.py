@@ -3,7 +3,10 @@ routing (webhook URLs pointed at the test's server, grouping delays 1 s), to the
 - the simulator plays the unclean-election scenario in accelerated time behind its JMX-exporter endpoints,
   and the raw broker counter pages KafkaUncleanLeaderElection (shipped rules unchanged: it has no ``for:``);
 - a derived-metrics exporter flips to offline partitions (rules' ``for:`` shortened to 1 s): the page
-  arrives and the inhibited under-replicated page stays suppressed."""
+  arrives and the inhibited under-replicated page stays suppressed;
+- the whole pipeline (the demo's embedded stack, shipped rules unchanged): the simulator plays rf1-incident,
+  ``kobs collect`` publishes its exporters and znodes to the metrics topic, ``kobs stream`` derives the
+  blocked producer, Prometheus scrapes that exporter and KafkaProducerBlocked pages after its ``for: 1m``."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from derived_exporter import DerivedExporter
 from alerts import check
 from peers.process import HOST
 from peers.prometheus import Alertmanager, Prometheus
+from peers.stack import EmbeddedStack
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
 
@@ -170,3 +174,54 @@ def test_offline_partitions_page_reaches_the_pager_webhook_and_inhibit_the_urp_p
     assert page["groupLabels"] == {"cluster": "c1", "alertname": "KafkaOfflinePartitions"}
     assert page["alerts"][0]["annotations"]["summary"] == "c1/orders: 3 partitions offline"
     assert all(p["groupLabels"]["alertname"] != "KafkaUnderReplicatedPartitions" for _, p in webhook.received)
+
+
+class _Paged(Exception):
+    """Ends a scenario run early: the page it waited for has arrived."""
+
+
+def test_rf1_incident_pages_a_blocked_producer_from_the_derived_exporter(webhook, tmp_path):
+    """rf1-incident: broker 1 dies at 30 s; keyed records for its 5 of orders' 16 partitions fill the 32 MiB
+    buffer of web-frontend at 5 x 1000 x 1 KiB/s, so send() blocks from about 36.5 s until broker 1 returns
+    at 150 s. The quiet seconds before the incident play at 10x, the rest in real time: longer than the
+    rule's ``for: 1m`` plus the pipeline's delays (15 s producer scrapes, a Spark micro-batch, 5 s Prometheus
+    scrapes and rule evaluations), which may carry the page a little past the simulated recovery."""
+    stack = EmbeddedStack(tmp_path / "stack", routing=_alertmanager_config(webhook.url))
+    blocked = 'kobs_producer_blocked{job="kobs-exporter",cluster="demo",client_id="web-frontend"}'
+
+    def blocked_pages():
+        pages = [p for path, p in webhook.received if path == "/page"]
+        return [p for p in pages if p["groupLabels"]["alertname"] == "KafkaProducerBlocked"]
+
+    def stop_when_paged():
+        if blocked_pages():
+            raise _Paged
+
+    try:
+        stack.start(progress=lambda _step: None)
+        prom = next(p for p in stack.processes if isinstance(p, Prometheus))
+        before = _wait_for(lambda: prom.query(blocked), timeout_s=180)  # Spark's first batches are slow
+        stack.simulation.run(10.0, 29.0)
+        with pytest.raises(_Paged):
+            stack.simulation.run(1.0, 211.0, on_tick=stop_when_paged)
+        during = prom.query(f"max_over_time({blocked}[2m])")
+        alerts = next(p for p in stack.processes if isinstance(p, Alertmanager)).alerts()
+    finally:
+        stack.stop()
+
+    assert float(before[0]["value"][1]) == 0, "not blocked before the incident"
+    assert float(during[0]["value"][1]) == 1
+    page = blocked_pages()[0]
+    assert page["receiver"] == "page" and page["status"] == "firing"
+    assert page["groupLabels"] == {"cluster": "demo", "alertname": "KafkaProducerBlocked"}
+    (alert,) = page["alerts"]
+    labels = {
+        "alertname": "KafkaProducerBlocked",
+        "cluster": "demo",
+        "client_id": "web-frontend",
+        "severity": "page",
+    }
+    assert alert["labels"] == labels
+    assert alert["annotations"]["summary"] == "demo: producer web-frontend is blocked in send()"
+    assert alert["annotations"]["runbook_url"] == "docs/runbooks/producers.md#kafkaproducerblocked"
+    assert [r["name"] for a in alerts if a["labels"] == labels for r in a["receivers"]] == ["page"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulator.consumer import GroupSpec
 from simulator.invariants import violations
 from simulator.model import ClusterSettings, TopicSpec
 from simulator.producer import ProducerSpec
@@ -21,6 +22,9 @@ def scenarios(draw) -> Scenario:
             draw(st.integers(1, brokers)),
             message_bytes=draw(st.sampled_from([100, 1000, 10_000])),
             min_insync_replicas=draw(st.integers(1, 3)),
+            segment_bytes=draw(st.sampled_from([20_000, 1024**3])),
+            retention_bytes=draw(st.sampled_from([None, 50_000])),
+            retention_s=draw(st.sampled_from([None, 3.0])),
         )
         for i in range(draw(st.integers(1, 2)))
     ]
@@ -38,6 +42,16 @@ def scenarios(draw) -> Scenario:
             burst_messages_per_s=50_000,
         )
         for i in range(draw(st.integers(0, 3)))
+    ]
+    groups = [
+        GroupSpec(
+            f"g{i}",
+            draw(st.sampled_from(topics)).name,
+            members=draw(st.integers(1, 3)),
+            messages_per_s=draw(st.sampled_from([None, 500])),
+            commit_interval_s=1.0,
+        )
+        for i in range(draw(st.integers(0, 2)))
     ]
     actions = st.one_of(
         st.builds(lambda b: ("kill_broker", {"broker": b}), st.integers(0, brokers - 1)),
@@ -58,6 +72,10 @@ def scenarios(draw) -> Scenario:
         min_insync_replicas=draw(st.integers(1, 2)),
         unclean_leader_election=draw(st.booleans()),
         replica_fetch_max_bytes=draw(st.sampled_from([10_000, 1_048_576])),
+        log_retention_check_s=draw(st.sampled_from([1.0, 300.0])),
+        page_cache_bytes=draw(st.sampled_from([None, 100_000])),
+        disk_read_bytes_per_s=draw(st.sampled_from([None, 0, 200_000])),
+        network_out_bytes_per_s=draw(st.sampled_from([None, 500_000])),
     )
     return Scenario(
         "random",
@@ -67,6 +85,7 @@ def scenarios(draw) -> Scenario:
         brokers=brokers,
         cluster=cluster,
         producers=producers,
+        groups=groups,
         events=sorted(events, key=lambda e: e.at),
     )
 
@@ -87,5 +106,5 @@ def test_the_invariant_check_catches_a_broken_state():
     p.hw = 5  # above every LEO
     p.isr = [1]  # leader 0 outside its ISR after a clean election
     problems = violations(sim.cluster)
-    assert any("HW 5 above" in v for v in problems)
-    assert any("not in ISR" in v for v in problems)
+    assert any("t-0: HW above the LEO of an ISR member" in v for v in problems)
+    assert any("t-0: leader not in the ISR after a clean election" in v for v in problems)

@@ -90,7 +90,7 @@ def test_acks_all_producer_waits_for_min_isr():
     assert (producer.blocked, producer.available_bytes) == (False, 0)
     c.step(0.1)
     assert producer.blocked and producer.waiting_threads == 1
-    assert c.counters[0].failed_produce["t"] > 0
+    assert c.topic_meter("failed_produce", 0)["t"] > 0
 
 
 def test_consumer_group_commits_and_lag():
@@ -176,3 +176,42 @@ def test_unclean_election_scenario_keeps_the_topic_available_and_counts_the_loss
     assert (logs1.replicas, logs1.leader, logs1.isr, logs1.unclean) == ([1, 2], 2, [2], True)
     assert sim.cluster.counters[sim.cluster.controller].unclean_elections == 1
     assert sim.cluster.messages_lost > 0
+
+
+def test_network_limit_shares_a_brokers_fetch_bandwidth_between_partitions():
+    c = _cluster(ClusterSettings(network_out_bytes_per_s=1_000_000), brokers=1)
+    topic = c.create_topic(TopicSpec("t", 2, 1, message_bytes=1000))
+    group = ConsumerGroup(GroupSpec("g", "t", members=1, commit_interval_s=1.0))
+    c.groups.append(group)
+    for p in topic.partitions:
+        c.append(p, 100_000)
+    for _ in range(10):
+        c.step(0.1)
+    # 1 MB/s of 1,000-byte messages is 1,000 msg/s, split evenly between the two partitions the group asks
+    # for: 500 each after 1 s, though 100,000 each are there to read.
+    assert group.committed == {0: 500, 1: 500}
+    assert c.topic_meter("bytes_out", 0) == {"t": 1_000_000}
+
+
+def test_size_retention_deletes_whole_segments_and_keeps_retention_bytes():
+    c = _cluster(ClusterSettings(log_retention_check_s=1.0), brokers=1)
+    spec = TopicSpec("t", 1, 1, message_bytes=100, segment_bytes=1000, retention_bytes=2500)
+    p = c.create_topic(spec).partitions[0]
+    c.append(p, 54)  # segments of 10 messages: [0,10) ... [40,50) and the active [50,54)
+    for _ in range(10):
+        c.step(0.1)
+    # Kafka deletes the oldest segment while the log without it still holds 2,500 B (25 messages):
+    # [0,10) (44 left), [10,20) (34 left) and [20,30) (24 < 25: kept).
+    assert (p.log_start, p.hw) == (20, 54)
+
+
+def test_time_retention_deletes_segments_whose_newest_message_is_older_than_retention():
+    c = _cluster(ClusterSettings(log_retention_check_s=1.0), brokers=1)
+    spec = TopicSpec("t", 1, 1, message_bytes=10, segment_bytes=1000, retention_s=5.0)
+    p = c.create_topic(spec).partitions[0]
+    for _ in range(100):  # 100 msg/s for 10 s, in segments of 100 messages (1 s each)
+        c.append(p, 10)
+        c.step(0.1)
+    # At the check at t=10 s, segment [300, 400) was last written at t=4 s (6 s ago, past retention.ms):
+    # it goes with the ones before it; [400, 500) was last written at t=5 s, exactly 5 s ago, and stays.
+    assert (p.log_start, p.hw) == (400, 1000)

@@ -183,3 +183,49 @@ def test_isr_notifications_are_deleted_once_processed(zk):
         assert len(client.get_children("/isr_change_notification")) == 3
         rt.advance(1.0)
         assert client.get_children("/isr_change_notification") == []
+
+
+def test_page_cache_scenario_degrades_reads_once_they_miss_the_cache_and_retention_caps_the_logs():
+    # By hand (docs of simulator/storage.py and the scenario): RF 2 over 3 brokers puts 4 replicas on each,
+    # each written at 1 MB/s (1,000 msg/s of 1,000 B), so each broker writes 4 MB/s and from t=25 s each
+    # replica's share of its 100 MB page cache is 25 MB = 25,000 messages. 'live' reads every message at
+    # the head (6 MB/s); 'batch' reads 800 msg/s per partition (4.8 MB/s) and falls 200 msg/s behind, so
+    # its position leaves the cached tail at t=125 s. From then its two partitions per broker share the
+    # broker's 1 MB/s of disk reads: 500 msg/s each, 3 MB/s in all.
+    def bytes_out(rt) -> float:
+        return sum(
+            value(e.url, "kafka_server_brokertopicmetrics_bytesout_total", topic="events")
+            for e in rt.brokers.values()
+        )
+
+    def log_size(rt) -> float:  # partition 0's leader is broker 0 (startIndex 0)
+        return value(rt.brokers[0].url, "kafka_log_log_size", topic="events", partition="0")
+
+    def free_disk(rt) -> float:
+        return value(rt.brokers[0].url, "node_filesystem_avail_bytes", mountpoint="/var/lib/kafka/data")
+
+    with Runtime(Simulation(load_scenario("page-cache"))) as rt:
+        rt.advance(10)
+        free_at_10 = free_disk(rt)
+        rt.advance(20)
+        assert log_size(rt) == 30_000_000  # 30 s of 1 MB/s, nothing deleted yet
+        assert free_at_10 - free_disk(rt) == 20 * 4_000_000  # the runway shrinks by 4 MB/s
+        rt.advance(70)
+        before = bytes_out(rt)
+        rt.advance(10)
+        assert (bytes_out(rt) - before) / 10 == pytest.approx(6_000_000 + 4_800_000, rel=0.01)
+        rt.advance(90)
+        before = bytes_out(rt)
+        rt.advance(10)
+        assert (bytes_out(rt) - before) / 10 == pytest.approx(6_000_000 + 3_000_000, rel=0.01)
+        # retention.bytes 60 MB in 10 MB segments, checked every 5 s: from t=70 s the oldest segment goes
+        # once the log holds 70 MB, so the log stays at 60..70 MB (6 or 7 segments) however long it runs.
+        sizes = []
+        for _ in range(4):
+            rt.advance(7)
+            sizes.append(log_size(rt))
+        assert all(60_000_000 <= size < 70_000_000 for size in sizes), sizes
+        assert value(rt.brokers[0].url, "kafka_log_log_logstartoffset", topic="events", partition="0") > 0
+        segments = value(rt.brokers[0].url, "kafka_log_log_numlogsegments", topic="events", partition="0")
+        assert segments in (7, 8)  # 6 or 7 full ones and the active one
+        assert free_disk(rt) >= 1_000_000_000 - 4 * 70_000_000  # retention stopped the disk from filling

@@ -1,0 +1,128 @@
+"""Real traffic on a Kafka-protocol broker: a producer and consumer groups with real commits.
+
+The demo's simulated cluster has no Admin API; this puts true consumer-group data on the embedded broker,
+so the offsets collector reads real log end offsets and committed offsets. A producer thread writes
+``messages_per_s`` round-robin over the topic's partitions; each group is a real consumer (one thread)
+reading at most its ``messages_per_s`` (``None``: as fast as it can) and committing what it consumed every
+``commit_interval_s``. The default mix has a healthy group and one that reads a fifth of the traffic, so
+its lag grows by 40 messages a second.
+
+Every message is its own record batch (``batch.num.messages=1``): tansu reports the first offset of the
+last batch + 1 as the "latest" offset, which is then the true end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, Producer
+
+log = logging.getLogger(__name__)
+POLL_S = 0.1
+UNLIMITED_BATCH = 500  # messages an unlimited group takes per poll
+
+
+@dataclass(frozen=True)
+class GroupTraffic:
+    group: str
+    messages_per_s: float | None = None  # None: as fast as it can
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    topic: str = "demo-orders"
+    partitions: int = 4
+    messages_per_s: float = 50.0
+    groups: tuple[GroupTraffic, ...] = field(
+        default=(GroupTraffic("demo-billing"), GroupTraffic("demo-analytics", messages_per_s=10.0))
+    )
+    commit_interval_s: float = 1.0
+
+
+class Traffic:
+    """Runs the spec's producer and groups against ``bootstrap`` until ``stop()``; the topic must exist."""
+
+    def __init__(self, bootstrap: str, spec: TrafficSpec | None = None):
+        self.bootstrap, self.spec = bootstrap, spec or TrafficSpec()
+        self.produced = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> Traffic:
+        runs = [(f"traffic-producer-{self.spec.topic}", self._produce)]
+        runs += [(f"traffic-{g.group}", lambda g=g: self._consume(g)) for g in self.spec.groups]
+        for name, run in runs:
+            thread = threading.Thread(target=run, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+
+    def __enter__(self) -> Traffic:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def _produce(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "batch.num.messages": 1,
+                "linger.ms": 0,
+                "client.id": "traffic",
+            }
+        )
+        started = time.monotonic()
+        while not self._stop.wait(POLL_S):
+            due = int((time.monotonic() - started) * self.spec.messages_per_s)
+            while self.produced < due:
+                partition = self.produced % self.spec.partitions
+                producer.produce(self.spec.topic, f"order-{self.produced}".encode(), partition=partition)
+                self.produced += 1
+            producer.poll(0)
+        producer.flush(10)
+
+    def _consume(self, spec: GroupTraffic) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": spec.group,
+                "client.id": spec.group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,  # tansu holds a join for about half of it
+            }
+        )
+        consumer.subscribe([self.spec.topic])
+        allowance, last = 0.0, time.monotonic()  # messages the rate allows now (at most a second's worth)
+        last_commit, uncommitted = last, False
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if spec.messages_per_s is None:
+                    allowance = UNLIMITED_BATCH
+                else:
+                    allowance = min(allowance + (now - last) * spec.messages_per_s, spec.messages_per_s)
+                last = now
+                if allowance < 1:
+                    self._stop.wait(POLL_S)
+                    continue
+                messages = [m for m in consumer.consume(int(allowance), timeout=POLL_S) if m.error() is None]
+                allowance -= len(messages)
+                uncommitted |= bool(messages)
+                if uncommitted and now - last_commit >= self.spec.commit_interval_s:
+                    consumer.commit(asynchronous=False)
+                    last_commit, uncommitted = now, False
+        except KafkaException as exc:
+            log.warning("traffic group %s stopped: %s", spec.group, exc)
+        finally:
+            consumer.close()
