@@ -12,7 +12,7 @@ import importlib
 from bench.machine import describe
 
 # name -> module
-BENCHMARKS: dict[str, str] = {}
+BENCHMARKS: dict[str, str] = {"stream": "bench.stream"}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -126,6 +126,7 @@ class MetricsTopic(_Model):
     replication_factor: int = Field(default=1, ge=1)
     bootstrap_servers: Servers | None = None  # default: the first cluster's
     security: Security = Security()
+    max_records_per_batch: int | None = Field(default=None, ge=1)  # per micro-batch of kobs stream
 
 
 class Intervals(_Model):

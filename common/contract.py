@@ -19,6 +19,7 @@ fails validation never raises out of :func:`decode_or_dead_letter`: it becomes a
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import re
@@ -31,7 +32,7 @@ MAX_ITEMS_PER_RECORD = 5000  # keeps a record well under Kafka's default 1 MB me
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
-_NON_FINITE = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
+NON_FINITE = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}  # sample values strict JSON lacks
 
 ISR_CHANGE_KINDS = frozenset({"shrink", "expand", "replace", "leader_change"})
 
@@ -142,8 +143,9 @@ def encode(batch: Batch) -> bytes:
     return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
 
 
-def decode(value: bytes | None) -> Batch:
-    """Parse and validate one record value; raises :class:`ContractError` naming what is wrong."""
+def parse(value: bytes | None) -> dict[str, Any]:
+    """Parse and validate one record value into its JSON document (the wire format above); raises
+    :class:`ContractError` naming what is wrong. Sample values may be the strings of ``NON_FINITE``."""
     if value is None:
         raise ContractError("empty record (tombstone): no value")
     try:
@@ -153,6 +155,12 @@ def decode(value: bytes | None) -> Batch:
     except RecursionError:
         raise ContractError("not UTF-8 JSON: nested too deeply") from None
     _validate(doc)
+    return doc
+
+
+def decode(value: bytes | None) -> Batch:
+    """Parse and validate one record value; raises :class:`ContractError` naming what is wrong."""
+    doc = parse(value)
     return Batch(
         cluster=doc["cluster"],
         source=doc["source"],
@@ -188,7 +196,7 @@ def _encode_value(value: float) -> float | str:
 
 
 def _decode_value(value: float | str) -> float:
-    return _NON_FINITE[value] if isinstance(value, str) else float(value)
+    return NON_FINITE[value] if isinstance(value, str) else float(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -221,21 +229,32 @@ def _validate(doc: Any) -> None:
 
 
 def _validate_sample(i: int, sample: Any) -> None:
-    where = f"samples[{i}]"
+    # Runs for every sample of every record: the error messages are built only on error.
     if not isinstance(sample, list) or len(sample) != 3:
-        raise ContractError(f"{where}: expected [name, labels, value]")
+        raise ContractError(f"samples[{i}]: expected [name, labels, value]")
     name, labels, value = sample
-    if not isinstance(name, str) or not _METRIC_NAME.match(name):
-        raise ContractError(f"{where}: metric name {name!r} is not a valid Prometheus name")
+    if not isinstance(name, str) or not _valid_metric_name(name):
+        raise ContractError(f"samples[{i}]: metric name {name!r} is not a valid Prometheus name")
     if not isinstance(labels, dict):
-        raise ContractError(f"{where}: labels are not an object")
+        raise ContractError(f"samples[{i}]: labels are not an object")
     for label, label_value in labels.items():
-        if not _LABEL_NAME.match(label) or label.startswith("__"):
-            raise ContractError(f"{where}: label name {label!r} is not a valid Prometheus label name")
+        if not _valid_label_name(label):
+            raise ContractError(f"samples[{i}]: label name {label!r} is not a valid Prometheus label name")
         if not isinstance(label_value, str):
-            raise ContractError(f"{where}: label {label!r} value is not a string")
-    if isinstance(value, bool) or not (isinstance(value, int | float) or value in _NON_FINITE):
-        raise ContractError(f"{where}: value {value!r} is not a number (or NaN, +Inf, -Inf)")
+            raise ContractError(f"samples[{i}]: label {label!r} value is not a string")
+    kind = type(value)
+    if kind is not float and kind is not int and not (kind is str and value in NON_FINITE):
+        raise ContractError(f"samples[{i}]: value {value!r} is not a number (or NaN, +Inf, -Inf)")
+
+
+@functools.lru_cache(maxsize=65536)
+def _valid_metric_name(name: str) -> bool:
+    return bool(_METRIC_NAME.match(name))
+
+
+@functools.lru_cache(maxsize=65536)
+def _valid_label_name(label: str) -> bool:
+    return bool(_LABEL_NAME.match(label)) and not label.startswith("__")
 
 
 def _validate_event(i: int, event: Any) -> None:

@@ -17,7 +17,7 @@ import json
 import logging
 import shutil
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,9 +52,13 @@ class Pipeline:
 
     def process(self, rows: DataFrame, batch_id: int) -> None:
         """Feed one micro-batch (rows of the Kafka source, samples and events) to every analysis."""
+        self.feed(observations(rows, self.inputs), batch_id)
+
+    def feed(self, batch: Iterable[Observation], batch_id: int) -> None:
+        """Feed one micro-batch's observations to the analyses that read them; write history, snapshot."""
         self._resume(batch_id)
         by_name: dict[str, list[Observation]] = defaultdict(list)
-        for observation in observations(rows, self.inputs):
+        for observation in batch:
             by_name[observation.name].append(observation)
         for analysis in self.analyses:
             batch = [o for name in analysis.inputs for o in by_name.get(name, ())]
@@ -87,8 +91,10 @@ def observations(rows: DataFrame, names: frozenset[str]) -> Iterator[Observation
     kept = rows.where(F.col("dead_letter").isNull() & F.col("name").isin(*sorted(names))).select(
         "name", "cluster", "source", "labels", (F.unix_micros("ts") / 1e6).alias("t_s"), "value", "event"
     )
-    for name, cluster, source, labels, t_s, value, event in kept.collect():
-        yield Observation(name, cluster, source, labels or {}, t_s, value, event and json.loads(event))
+    table = kept.toArrow()  # one Arrow stream to the driver, not a pickled Row per sample
+    columns = [table.column(name).to_pylist() for name in table.column_names]
+    for name, cluster, source, labels, t_s, value, event in zip(*columns, strict=True):
+        yield Observation(name, cluster, source, dict(labels or ()), t_s, value, event and json.loads(event))
 
 
 def write_history(table_dir: Path, batch_id: int, rows: list[dict], analysis: Analysis) -> None:

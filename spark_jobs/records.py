@@ -5,6 +5,10 @@ schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). An event's row has it
 time as ``ts``, its other fields as JSON in ``event``, and null ``labels`` and ``value``. A record that
 fails the contract becomes one row with ``dead_letter`` set to the reason and ``raw`` to its bytes; its
 sample columns are null.
+
+This runs for every sample in the Python workers, so it works on the validated JSON documents
+(``contract.parse``) and fills flat column lists: the ``labels`` map column is built from its offsets,
+keys and values rather than from a Python object per row.
 """
 
 from __future__ import annotations
@@ -14,37 +18,59 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from common.contract import DeadLetter, decode_or_dead_letter
+from common.contract import NON_FINITE, ContractError, parse
 
-SAMPLE_COLUMNS = ("cluster", "source", "ts", "name", "labels", "value")
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
+PER_RECORD = ("cluster", "source", "topic", "partition", "offset", "dead_letter", "raw")
 
 
 def to_record_batch(records: Iterable[Record], topic: str, schema: pa.Schema) -> pa.RecordBatch:
     """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``)."""
-    columns: dict[str, list] = {name: [] for name in schema.names}
+    columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event")}
+    offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
     for value, partition, offset in records:
-        batch = decode_or_dead_letter(value, topic=topic, partition=partition, offset=offset)
-        if isinstance(batch, DeadLetter):
-            for name in (*SAMPLE_COLUMNS, "event"):
+        try:
+            doc = parse(value)
+        except ContractError as exc:
+            n, per_record = 1, (None, None, topic, partition, offset, str(exc), value)
+            for name in ("ts", "name", "value", "event"):
                 columns[name].append(None)
-            columns["dead_letter"].append(batch.reason)
-            columns["raw"].append(value)
-            n = 1
+            offsets.append(len(keys))
+            no_labels.append(True)
         else:
-            samples, events = batch.samples, batch.events
-            n = len(samples) + len(events)
-            columns["cluster"] += [batch.cluster] * n
-            columns["source"] += [batch.source] * n
-            # microseconds, Spark's timestamp unit
-            columns["ts"] += [batch.ts_ms * 1000] * len(samples) + [e.ts_ms * 1000 for e in events]
-            columns["name"] += [s.name for s in samples] + [e.type for e in events]
-            columns["labels"] += [list(s.labels.items()) for s in samples] + [None] * len(events)
-            columns["value"] += [s.value for s in samples] + [None] * len(events)
-            columns["event"] += [None] * len(samples) + [json.dumps(e.fields) for e in events]
-            columns["dead_letter"] += [None] * n
-            columns["raw"] += [None] * n
-        columns["topic"] += [topic] * n
-        columns["partition"] += [partition] * n
-        columns["offset"] += [offset] * n
-    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+            samples, events = doc.get("samples", ()), doc.get("events", ())
+            n, per_record = (
+                len(samples) + len(events),
+                (doc["cluster"], doc["source"], topic, partition, offset),
+            )
+            per_record += (None, None)
+            columns["ts"] += [doc["ts"] * 1000] * len(samples) + [
+                e["ts"] * 1000 for e in events
+            ]  # Spark's µs
+            columns["name"] += [s[0] for s in samples] + [e["type"] for e in events]
+            columns["value"] += [v if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
+            columns["value"] += [None] * len(events)
+            columns["event"] += [None] * len(samples) + [json.dumps(event_fields(e)) for e in events]
+            for _, labels, _ in samples:
+                keys += labels
+                items += labels.values()
+                offsets.append(len(keys))
+            offsets += [len(keys)] * len(events)
+            no_labels += [False] * len(samples) + [True] * len(events)
+        for name, constant in zip(PER_RECORD, per_record, strict=True):
+            columns[name] += [constant] * n
+    labels_type = schema.field("labels").type
+    labels = pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(keys, labels_type.key_type),
+        pa.array(items, labels_type.item_type),
+        type=labels_type,
+        mask=pa.array(no_labels, pa.bool_()),
+    )
+    arrays = [labels if f.name == "labels" else pa.array(columns[f.name], type=f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def event_fields(event: dict) -> dict:
+    """An event's own fields: all but its type and time."""
+    return {k: v for k, v in event.items() if k not in ("type", "ts")}

@@ -58,6 +58,8 @@ def start_query(
     spark.dataSource.register(KafkaSource)
     settings = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
     reader = spark.readStream.format("kobs-kafka").option("topic", config.metrics_topic.name)
+    if config.metrics_topic.max_records_per_batch:
+        reader = reader.option("maxRecordsPerBatch", config.metrics_topic.max_records_per_batch)
     for key, value in settings.items():
         reader = reader.option(key if key == "bootstrap.servers" else f"kafka.{key}", str(value))
     writer = (

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from common.contract import Batch, Event, Sample, encode
+from bench.workload import Shape, Workload
+from common.contract import Batch, DeadLetter, Event, Sample, decode_or_dead_letter, encode
 from spark_jobs.kafka_source import SCHEMA
 from spark_jobs.records import to_record_batch
 
@@ -60,3 +61,47 @@ def test_events_become_rows_named_by_their_type_with_their_own_time_and_fields()
     assert event["ts"] == datetime(2024, 11, 22, 10, 6, 45, tzinfo=UTC)  # the event's time, not the batch's
     assert json.loads(event["event"])["new_isr"] == [1, 3]
     assert event["dead_letter"] is None and event["offset"] == 7
+
+
+def test_a_sample_value_that_is_a_list_or_an_object_is_a_dead_letter_not_a_crash():
+    for bad in ("[1]", "{}"):
+        value = f'{{"v":1,"cluster":"prod","source":"s","ts":1,"samples":[["up",{{}},{bad}]]}}'.encode()
+        (row,) = to_record_batch([(value, 0, 5)], "kobs.metrics", ARROW).to_pylist()
+        assert (
+            row["dead_letter"]
+            == f"samples[0]: value {json.loads(bad)!r} is not a number (or NaN, +Inf, -Inf)"
+        )
+        assert row["raw"] == value
+
+
+def test_rows_are_the_decoded_samples_and_events_of_every_record_in_order():
+    """The columnar flattening against the contract's own decoder, over records of a realistic workload."""
+    workload = Workload(Shape(brokers=3, partitions=60, groups=2, rounds=2))
+    values = [encode(batch) for r in range(2) for batch in workload.round(r)]
+    values.insert(3, b'{"v": 2}')  # a dead letter between good records
+    rows = to_record_batch([(v, 1, i) for i, v in enumerate(values)], "kobs.metrics", ARROW).to_pylist()
+    expected = []
+    for i, value in enumerate(values):
+        decoded = decode_or_dead_letter(value)
+        if isinstance(decoded, DeadLetter):
+            expected.append((i, None, None, None, None, None, decoded.reason))
+            continue
+        expected += [
+            (i, decoded.source, s.name, decoded.ts_ms, s.labels, s.value, None) for s in decoded.samples
+        ]
+        expected += [(i, decoded.source, e.type, e.ts_ms, None, e.fields, None) for e in decoded.events]
+    assert len(rows) == len(expected) > 1000
+    for row, (offset, source, name, ts_ms, labels, value, reason) in zip(rows, expected, strict=True):
+        assert (row["offset"], row["source"], row["name"], row["dead_letter"]) == (
+            offset,
+            source,
+            name,
+            reason,
+        )
+        if reason is not None:
+            continue
+        assert row["ts"] == datetime.fromtimestamp(ts_ms / 1000, UTC)
+        if row["event"] is None:
+            assert (dict(row["labels"]), row["value"]) == (labels, value)
+        else:
+            assert (row["labels"], json.loads(row["event"])) == (None, value)
