@@ -10,7 +10,9 @@ event, one per dead letter. Usage::
 
 Options: ``bootstrap.servers`` and ``topic`` (required); ``startingOffsets`` ``earliest`` (default) or
 ``latest``; ``maxRecordsPerBatch`` (Kafka records, not samples, per micro-batch; default unlimited);
-``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); any ``kafka.*``
+``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); ``names``
+(comma-separated sample names and event types: rows of others are dropped as they are decoded, dead
+letters are always kept; default all); any ``kafka.*``
 option is passed to librdkafka without the prefix (security settings, for instance).
 
 The stream offset and how resets are handled are described in ``spark_jobs.kafka_offsets``. Planning runs
@@ -102,6 +104,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = options.get("maxrecordsperbatch")
         self.max_records = int(limit) if limit else None
         self.read_timeout_s = float(options.get("readtimeoutms", 60000)) / 1000
+        self.names = frozenset(options["names"].split(",")) if options.get("names") else None
         self.schema = schema
         self.settings = {"bootstrap.servers": options["bootstrap.servers"]} | {
             key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")
@@ -163,10 +166,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for value, offset in fetch(consumer_settings(self.settings), partition, self.read_timeout_s):
             pending.append((value, partition.partition, offset))
             if len(pending) >= RECORDS_PER_ARROW_BATCH:
-                yield to_record_batch(pending, partition.topic, arrow_schema)
+                yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
                 pending = []
         if pending:
-            yield to_record_batch(pending, partition.topic, arrow_schema)
+            yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
 
 
 def fetch(settings: dict, part: KafkaSlice, read_timeout_s: float) -> Iterator[tuple[bytes | None, int]]:

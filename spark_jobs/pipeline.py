@@ -1,9 +1,10 @@
 """The Spark side of the analyses: each micro-batch's rows → every analysis → history, snapshot, exporter.
 
-``Pipeline.process`` runs in ``foreachBatch``. It keeps only the rows some analysis reads (by ``name``),
-collects them to the driver once, and feeds each analysis the observations it asked for. The analyses hold
-bounded per-partition or per-broker state, so the driver holds thousands to a few hundred thousand small
-rows per batch; the filtering and decoding before that run on the executors.
+``Pipeline.process`` runs in ``foreachBatch``. It keeps only the rows some analysis reads (by ``name``) and
+the dead letters, collects them to the driver in one pass over the source as one Arrow table, and feeds each
+analysis the observations it asked for. The analyses hold bounded per-partition or per-broker state, so the
+driver holds thousands to a few hundred thousand small rows per batch; the decoding and filtering before that
+run on the executors, and nothing is cached: each batch reads its Kafka records once.
 
 After each batch the pipeline writes every analysis's history rows as Parquet under
 ``<history_dir>/<table>/batch_id=<id>/`` (replaced as a whole, so a replayed batch leaves its rows once)
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -33,6 +35,8 @@ from spark_jobs.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 METRICS = {m.name: m for m in DERIVED_METRICS}
+OBSERVATION_COLUMNS = Observation._fields
+DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
 
 
 class Pipeline:
@@ -50,9 +54,15 @@ class Pipeline:
     def inputs(self) -> frozenset[str]:
         return frozenset().union(*(analysis.inputs for analysis in self.analyses))
 
-    def process(self, rows: DataFrame, batch_id: int) -> None:
-        """Feed one micro-batch (rows of the Kafka source, samples and events) to every analysis."""
-        self.feed(observations(rows, self.inputs), batch_id)
+    def process(self, rows: DataFrame, batch_id: int) -> pa.Table:
+        """Feed one micro-batch (rows of the Kafka source, samples and events) to every analysis.
+
+        Returns the batch's dead letters, collected in the same single pass over the source.
+        """
+        table = collect(rows, self.inputs)
+        dead = pc.is_valid(table["dead_letter"])
+        self.feed(observations(table.filter(pc.invert(dead))), batch_id)
+        return table.filter(dead).select(DEAD_LETTER_COLUMNS)
 
     def feed(self, batch: Iterable[Observation], batch_id: int) -> None:
         """Feed one micro-batch's observations to the analyses that read them; write history, snapshot."""
@@ -86,13 +96,24 @@ class Pipeline:
             log.warning("resuming batch %d from the state after batch %d", batch_id, taken_after)
 
 
-def observations(rows: DataFrame, names: frozenset[str]) -> Iterator[Observation]:
-    """The rows named in ``names`` (samples and events, not dead letters) collected to the driver."""
-    kept = rows.where(F.col("dead_letter").isNull() & F.col("name").isin(*sorted(names))).select(
-        "name", "cluster", "source", "labels", (F.unix_micros("ts") / 1e6).alias("t_s"), "value", "event"
+def collect(rows: DataFrame, names: frozenset[str]) -> pa.Table:
+    """The rows named in ``names`` and the dead letters, filtered on the executors, as one Arrow table."""
+    wanted = F.col("dead_letter").isNotNull() | F.col("name").isin(*sorted(names))
+    observed = (
+        "name",
+        "cluster",
+        "source",
+        "labels",
+        (F.unix_micros("ts") / 1e6).alias("t_s"),
+        "value",
+        "event",
     )
-    table = kept.toArrow()  # one Arrow stream to the driver, not a pickled Row per sample
-    columns = [table.column(name).to_pylist() for name in table.column_names]
+    return rows.where(wanted).select(*observed, *DEAD_LETTER_COLUMNS).toArrow()
+
+
+def observations(table: pa.Table) -> Iterator[Observation]:
+    """The samples and events of a :func:`collect` table (without its dead letters)."""
+    columns = [table.column(name).to_pylist() for name in OBSERVATION_COLUMNS]
     for name, cluster, source, labels, t_s, value, event in zip(*columns, strict=True):
         yield Observation(name, cluster, source, dict(labels or ()), t_s, value, event and json.loads(event))
 

@@ -14,7 +14,7 @@ keys and values rather than from a Python object per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 
@@ -24,8 +24,11 @@ Record = tuple[bytes | None, int, int]  # (value, partition, offset)
 PER_RECORD = ("cluster", "source", "topic", "partition", "offset", "dead_letter", "raw")
 
 
-def to_record_batch(records: Iterable[Record], topic: str, schema: pa.Schema) -> pa.RecordBatch:
-    """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``)."""
+def to_record_batch(
+    records: Iterable[Record], topic: str, schema: pa.Schema, names: Collection[str] | None = None
+) -> pa.RecordBatch:
+    """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``). With
+    ``names``, only the samples and events so named become rows (and every dead letter)."""
     columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event")}
     offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
     for value, partition, offset in records:
@@ -39,6 +42,9 @@ def to_record_batch(records: Iterable[Record], topic: str, schema: pa.Schema) ->
             no_labels.append(True)
         else:
             samples, events = doc.get("samples", ()), doc.get("events", ())
+            if names is not None:
+                samples = [s for s in samples if s[0] in names]
+                events = [e for e in events if e["type"] in names]
             n, per_record = (
                 len(samples) + len(events),
                 (doc["cluster"], doc["source"], topic, partition, offset),

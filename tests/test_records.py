@@ -105,3 +105,21 @@ def test_rows_are_the_decoded_samples_and_events_of_every_record_in_order():
             assert (dict(row["labels"]), row["value"]) == (labels, value)
         else:
             assert (row["labels"], json.loads(row["event"])) == (None, value)
+
+
+def test_with_names_only_those_samples_and_events_become_rows_and_dead_letters_stay():
+    shrink = Event(
+        "isr_change",
+        1732270005000,
+        {"topic": "orders", "partition": 2, "old_isr": [1, 2], "new_isr": [1], "leader": 1,
+         "leader_epoch": 4, "change": "shrink"},
+    )  # fmt: skip
+    samples = (Sample("kafka_broker_leaders", {"broker": "1"}, 7), Sample("kafka_broker_partitions", {}, 9))
+    record = encode(Batch("prod", "jmx/broker-1", 1732270000000, samples, (shrink,)))
+    records = [(record, 0, 1), (b"[]", 0, 2)]
+    kept = to_record_batch(records, "kobs.metrics", ARROW, {"kafka_broker_partitions", "isr_change"})
+    assert [(r["name"], r["offset"]) for r in kept.to_pylist()] == [
+        ("kafka_broker_partitions", 1), ("isr_change", 1), (None, 2)
+    ]  # fmt: skip
+    assert kept.to_pylist()[-1]["dead_letter"] == "record is a JSON list, expected an object"
+    assert to_record_batch(records, "kobs.metrics", ARROW, set()).num_rows == 1
