@@ -99,10 +99,19 @@ def run(args: argparse.Namespace) -> int:
         spark_jobs, spark = _spark(config, args.master, samples)
     same = _results(baseline_jobs) == _results(spark_jobs)
     ratio = spark.rate(samples) / baseline.rate(samples)
-    print(f"ratio Spark / baseline: {ratio:.2f}x; same derived results: {'yes' if same else 'NO'}")
+    cpu_ratio = sum(baseline.cpu_s.values()) / sum(spark.cpu_s.values())
+    print(
+        f"Spark / baseline: {ratio:.2f}x in samples/s, {cpu_ratio:.2f}x in samples per CPU second; "
+        f"same derived results: {'yes' if same else 'NO'}"
+    )
     print("targets (issue 5):")
     _target(f">= {TARGET_RATE:,} samples/s end to end", spark.rate(samples), TARGET_RATE, "samples/s")
     _target(f"Spark >= {TARGET_RATIO}x the baseline", ratio, TARGET_RATIO, "x")
+    p95 = _percentile(spark.batches, 0.95)
+    print(
+        f"  p95 freshness <= 10 s in the demo: not measured here (recorded sample times are not live); "
+        f"back to back, a sample waits at most one batch, then its own: about {2 * p95:.1f} s at this size"
+    )
     return 0 if same else 1
 
 
@@ -161,9 +170,9 @@ def _spark(config: Config, master: str, samples: int) -> tuple[Pipeline, Run]:
 
 def _print(label: str, what: str, run_: Run, samples: int) -> None:
     ordered = sorted(run_.batches)
+    p50, p95 = _percentile(ordered, 0.5), _percentile(ordered, 0.95)
     cpu = sum(run_.cpu_s.values())
     by_kind = ", ".join(f"{kind} {seconds:.1f}" for kind, seconds in sorted(run_.cpu_s.items()) if seconds)
-    p50, p95 = (ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.95))
     print(
         f"{label} ({what}):\n  {samples:,} samples in {run_.seconds:.1f} s = "
         f"{run_.rate(samples):,.0f} samples/s; "
@@ -172,6 +181,12 @@ def _print(label: str, what: str, run_: Run, samples: int) -> None:
         f"per CPU second; peak RSS {run_.peak_rss / 2**20:,.0f} MiB",
         flush=True,
     )
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def _target(name: str, value: float, target: float, unit: str) -> None:
