@@ -28,13 +28,16 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
 
 from bench import reference
 from bench.resources import Usage
 from bench.workload import Shape, Workload
 from common.config import Config
 from common.contract import encode
+from peers.kafka import KafkaBroker
 from spark_jobs.pipeline import Pipeline
+from spark_jobs.stream import analyses, pipeline, start_query, tune_gc
 
 HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
 TARGET_RATE = 1_000_000  # samples/s end to end, issue 5
@@ -74,6 +77,7 @@ class Run:
 
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the broker and Spark
+    tune_gc()  # as kobs stream does; both paths run in this process
     shape = Shape(args.brokers, args.partitions, args.groups, args.batches)
     workload = Workload(shape)
     topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -135,10 +139,6 @@ def produce(bootstrap: str, topic: str, workload: Workload) -> tuple[int, int, i
 
 
 def _spark(config: Config, master: str, samples: int) -> tuple[Pipeline, Run]:
-    from pyspark.sql import SparkSession
-
-    from spark_jobs.stream import pipeline, start_query
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     began = time.perf_counter()
     session = (
@@ -213,8 +213,6 @@ def _config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Conf
 
 
 def _pipeline(config: Config, run_dir: Path) -> Pipeline:
-    from spark_jobs.stream import analyses
-
     return Pipeline(lambda: analyses(config), run_dir / "history", run_dir / "state")
 
 
@@ -229,7 +227,5 @@ def _broker(bootstrap: str | None, run_dir: Path) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from peers.kafka import KafkaBroker
-
     with KafkaBroker(run_dir / "kafka") as broker:
         yield broker.bootstrap
