@@ -76,10 +76,6 @@ class Workload:
         first = self.partitions[0].topic
         return [tp for tp in self.partitions if tp.topic == first and self.flapping_broker in tp.replicas[1:]]
 
-    def samples(self) -> int:
-        """How many samples all rounds hold (events not counted)."""
-        return sum(len(b.samples) for r in range(self.shape.rounds) for b in self.round(r))
-
     def round(self, r: int) -> list[Batch]:
         """Every source's batch at scrape ``r`` (split into records of at most 5,000 items)."""
         ts_ms = START_MS + r * self.shape.interval_s * 1000
