@@ -12,7 +12,11 @@ import importlib
 from bench.machine import describe
 
 # name -> module
-BENCHMARKS: dict[str, str] = {"collect": "bench.collect", "simulate": "bench.simulate"}
+BENCHMARKS: dict[str, str] = {
+    "collect": "bench.collect",
+    "simulate": "bench.simulate",
+    "stream": "bench.stream",
+}
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ MAX_ITEMS_PER_RECORD = 5000  # keeps a record well under Kafka's default 1 MB me
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
-_NON_FINITE = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
+NON_FINITE = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}  # sample values strict JSON lacks
 
 ISR_CHANGE_KINDS = frozenset({"shrink", "expand", "replace", "leader_change"})
 
@@ -148,8 +148,9 @@ def encode(batch: Batch) -> bytes:
     return orjson.dumps(doc)  # compact JSON, UTF-8; several times faster than json.dumps on big batches
 
 
-def decode(value: bytes | None) -> Batch:
-    """Parse and validate one record value; raises :class:`ContractError` naming what is wrong."""
+def parse(value: bytes | None) -> dict[str, Any]:
+    """Parse and validate one record value into its JSON document (the wire format above); raises
+    :class:`ContractError` naming what is wrong. Sample values may be the strings of ``NON_FINITE``."""
     if value is None:
         raise ContractError("empty record (tombstone): no value")
     try:
@@ -159,6 +160,12 @@ def decode(value: bytes | None) -> Batch:
     except RecursionError:
         raise ContractError("not UTF-8 JSON: nested too deeply") from None
     _validate(doc)
+    return doc
+
+
+def decode(value: bytes | None) -> Batch:
+    """Parse and validate one record value; raises :class:`ContractError` naming what is wrong."""
+    doc = parse(value)
     return Batch(
         cluster=doc["cluster"],
         source=doc["source"],
@@ -194,7 +201,7 @@ def _encode_value(value: float) -> float | str:
 
 
 def _decode_value(value: float | str) -> float:
-    return _NON_FINITE[value] if isinstance(value, str) else float(value)
+    return NON_FINITE[value] if isinstance(value, str) else float(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -250,7 +257,8 @@ def _validate_sample(i: int, sample: Any) -> None:
             raise ContractError(f"samples[{i}]: label name {label!r} is not a valid Prometheus label name")
         if not isinstance(label_value, str):
             raise ContractError(f"samples[{i}]: label {label!r} value is not a string")
-    if isinstance(value, bool) or not (isinstance(value, int | float) or value in _NON_FINITE):
+    kind = type(value)  # exact types: a list or object value fails here instead of hashing into NON_FINITE
+    if kind is not float and kind is not int and not (kind is str and value in NON_FINITE):
         raise ContractError(f"samples[{i}]: value {value!r} is not a number (or NaN, +Inf, -Inf)")
 
 

@@ -1,8 +1,8 @@
 """A Kafka streaming source for Spark, as a Python data source over confluent-kafka.
 
 Spark's own Kafka connector is a jar that cannot be fetched here, so this reads the metrics topic with
-librdkafka and hands Spark typed Arrow batches (``spark_jobs.records``): one row per sample, one per
-event, one per dead letter. Usage::
+librdkafka and hands Spark typed Arrow batches (``spark_jobs.records``): one row per record (named
+``records.RECORD``), one per sample, one per event, one per dead letter. Usage::
 
     spark.dataSource.register(KafkaSource)
     df = (spark.readStream.format("kobs-kafka").option("bootstrap.servers", "host:9092")
@@ -10,7 +10,9 @@ event, one per dead letter. Usage::
 
 Options: ``bootstrap.servers`` and ``topic`` (required); ``startingOffsets`` ``earliest`` (default) or
 ``latest``; ``maxRecordsPerBatch`` (Kafka records, not samples, per micro-batch; default unlimited);
-``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); any ``kafka.*``
+``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); ``names``
+(comma-separated sample names and event types: rows of others are dropped as they are decoded, the
+records' own rows and the dead letters are always kept; default all); any ``kafka.*``
 option is passed to librdkafka without the prefix (security settings, for instance).
 
 The stream offset and how resets are handled are described in ``spark_jobs.kafka_offsets``. Planning runs
@@ -102,6 +104,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         limit = options.get("maxrecordsperbatch")
         self.max_records = int(limit) if limit else None
         self.read_timeout_s = float(options.get("readtimeoutms", 60000)) / 1000
+        self.names = frozenset(options["names"].split(",")) if options.get("names") else None
         self.schema = schema
         self.settings = {"bootstrap.servers": options["bootstrap.servers"]} | {
             key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")
@@ -147,7 +150,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The topic's id and (log start, end) offsets of each of its partitions."""
         if self._admin is None:
             self._admin = AdminClient(self.settings)
-            self._consumer = Consumer(self._consumer_settings())
+            self._consumer = Consumer(consumer_settings(self.settings))
         future = self._admin.describe_topics(TopicCollection([self.topic]), request_timeout=TIMEOUT_S)
         description = future[self.topic].result()
         marks = {
@@ -156,54 +159,63 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         }
         return str(description.topic_id or ""), marks
 
-    def _consumer_settings(self) -> dict:
-        return self.settings | {
-            "group.id": "kobs-spark-source",  # required by librdkafka; offsets are never committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-        }
-
     # -- reading (executors) ------------------------------------------------------------------------
     def read(self, partition: KafkaSlice) -> Iterator:
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         pending: list[tuple[bytes | None, int, int]] = []
-        for value, offset in self._fetch(partition):
+        for value, offset in fetch(consumer_settings(self.settings), partition, self.read_timeout_s):
             pending.append((value, partition.partition, offset))
             if len(pending) >= RECORDS_PER_ARROW_BATCH:
-                yield to_record_batch(pending, partition.topic, arrow_schema)
+                yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
                 pending = []
         if pending:
-            yield to_record_batch(pending, partition.topic, arrow_schema)
+            yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
 
-    def _fetch(self, part: KafkaSlice) -> Iterator[tuple[bytes | None, int]]:
-        """Values and offsets of ``part``; stops early, with a warning, if the records are gone."""
-        consumer = Consumer(self._consumer_settings())
-        try:
-            consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-            idle_s = 0.0
-            while True:
-                messages = consumer.consume(num_messages=500, timeout=1.0)
-                idle_s = 0.0 if messages else idle_s + 1.0
-                if idle_s >= self.read_timeout_s:
-                    raise TimeoutError(f"{part.topic}-{part.partition}: nothing received for {idle_s:.0f} s")
-                for message in messages:
-                    error = message.error()
-                    if error is None:
-                        if message.offset() >= part.end:
-                            return
-                        yield message.value(), message.offset()
-                        if message.offset() + 1 >= part.end:
-                            return
-                    elif error.code() == KafkaError._PARTITION_EOF and message.offset() >= part.end:
-                        return  # the last records of the range were not data (compaction, markers)
-                    elif error.code() in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
-                        log.warning(
-                            "%s-%d: records [%d, %d) gone at offset %s (%s); the next batch resumes",
-                            part.topic, part.partition, part.start, part.end, message.offset(), error.str(),
-                        )  # fmt: skip
+
+def fetch(settings: dict, part: KafkaSlice, read_timeout_s: float) -> Iterator[tuple[bytes | None, int]]:
+    """Values and offsets of ``part``; stops early, with a warning, if the records are gone.
+
+    ``settings`` are librdkafka settings (``consumer_settings``); a read fails after ``read_timeout_s``
+    without any record.
+    """
+    consumer = Consumer(settings)
+    try:
+        consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
+        idle_s, position = 0.0, part.start
+        while True:
+            # consume() waits for all the messages asked for (or the timeout): ask for no more than are left
+            messages = consumer.consume(num_messages=max(1, min(500, part.end - position)), timeout=1.0)
+            idle_s = 0.0 if messages else idle_s + 1.0
+            if idle_s >= read_timeout_s:
+                raise TimeoutError(f"{part.topic}-{part.partition}: nothing received for {idle_s:.0f} s")
+            for message in messages:
+                error = message.error()
+                if error is None:
+                    if message.offset() >= part.end:
                         return
-                    else:
-                        raise KafkaException(error)
-        finally:
-            consumer.close()
+                    yield message.value(), message.offset()
+                    position = message.offset() + 1
+                    if position >= part.end:
+                        return
+                elif error.code() == KafkaError._PARTITION_EOF and message.offset() >= part.end:
+                    return  # the last records of the range were not data (compaction, markers)
+                elif error.code() in (KafkaError._PARTITION_EOF, KafkaError._AUTO_OFFSET_RESET):
+                    log.warning(
+                        "%s-%d: records [%d, %d) gone at offset %s (%s); the next batch resumes",
+                        part.topic, part.partition, part.start, part.end, message.offset(), error.str(),
+                    )  # fmt: skip
+                    return
+                else:
+                    raise KafkaException(error)
+    finally:
+        consumer.close()
+
+
+def consumer_settings(settings: dict) -> dict:
+    """A consumer that reads given offsets and never commits; a position that is gone is an error."""
+    return settings | {
+        "group.id": "kobs-spark-source",  # required by librdkafka; offsets are never committed
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error",
+    }

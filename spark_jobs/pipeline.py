@@ -1,9 +1,12 @@
 """The Spark side of the analyses: each micro-batch's rows → every analysis → history, snapshot, exporter.
 
-``Pipeline.process`` runs in ``foreachBatch``. It keeps only the rows some analysis reads (by ``name``),
-collects them to the driver once, and feeds each analysis the observations it asked for. The analyses hold
-bounded per-partition or per-broker state, so the driver holds thousands to a few hundred thousand small
-rows per batch; the filtering and decoding before that run on the executors.
+``Pipeline.process`` runs in ``foreachBatch``. It keeps only the rows some analysis reads (by ``name``), the
+records' own rows and the dead letters, collects them to the driver in one pass over the source as one
+Arrow table, counts records, dead letters and each source's newest time from it (the query's own health),
+and feeds each analysis the observations it asked for. The analyses hold bounded per-partition or
+per-broker state, so the driver holds thousands to a few hundred thousand small rows per batch; the decoding
+and filtering before that run on the executors, and nothing is cached: each batch reads its Kafka records
+once.
 
 After each batch the pipeline writes every analysis's history rows as Parquet under
 ``<history_dir>/<table>/batch_id=<id>/`` (replaced as a whole, so a replayed batch leaves its rows once)
@@ -20,10 +23,11 @@ import logging
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -34,10 +38,13 @@ from common.metrics import DERIVED_METRICS
 from spark_jobs.analysis import Analysis, Derived, Observation
 from spark_jobs.exposition import ExpositionPolicy, expose
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
+from spark_jobs.records import RECORD
 from spark_jobs.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 METRICS = {m.name: m for m in DERIVED_METRICS}
+OBSERVATION_COLUMNS = Observation._fields
+DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
 
 
 class Pipeline:
@@ -61,13 +68,23 @@ class Pipeline:
     def inputs(self) -> frozenset[str]:
         return frozenset().union(*(analysis.inputs for analysis in self.analyses))
 
-    def process(self, rows: DataFrame, batch_id: int) -> None:
-        """Feed one micro-batch (rows of the Kafka source, samples and events) to every analysis."""
+    def process(self, rows: DataFrame, batch_id: int) -> pa.Table:
+        """Feed one micro-batch (rows of the Kafka source) to every analysis.
+
+        Returns the batch's dead letters, collected in the same single pass over the source.
+        """
         started_s = time.time()
+        table = collect(rows, self.inputs)
+        samples_and_events = table.filter(pc.not_equal(table["name"], RECORD))  # null name: a dead letter
+        self.feed(observations(samples_and_events), batch_stats(table), batch_id, started_s)
+        return table.filter(pc.is_valid(table["dead_letter"])).select(DEAD_LETTER_COLUMNS)
+
+    def feed(self, batch: Iterable[Observation], stats: BatchStats, batch_id: int, started_s: float) -> None:
+        """Feed one micro-batch's observations to the analyses that read them; write history, count the
+        batch (``stats``; it started at ``started_s``, wall clock), snapshot."""
         self._resume(batch_id)
-        stats = batch_stats(rows)
         by_name: dict[str, list[Observation]] = defaultdict(list)
-        for observation in observations(rows, self.inputs):
+        for observation in batch:
             by_name[observation.name].append(observation)
         for analysis in self.analyses:
             batch = [o for name in analysis.inputs for o in by_name.get(name, ())]
@@ -108,31 +125,40 @@ class Pipeline:
             self.evaluations = {table: e for table, e in evaluations.items() if table in tables}
 
 
-def batch_stats(rows: DataFrame) -> BatchStats:
-    """Records, dead letters and the newest time of each collector source in one micro-batch."""
-    per_source = (
-        rows.groupBy("cluster", "source")
-        .agg(
-            F.count_distinct("partition", "offset").alias("records"),
-            F.count("dead_letter").alias("dead_letters"),
-            (F.max(F.unix_micros("ts")) / 1e6).alias("newest_s"),
-        )
-        .collect()
-    )
+def batch_stats(table: pa.Table) -> BatchStats:
+    """Records, dead letters and the newest time of each collector source in a :func:`collect` table."""
+    dead_letters = pc.sum(pc.is_valid(table["dead_letter"])).as_py() or 0
+    own = table.filter(pc.equal(table["name"], RECORD))  # one row per valid record, at its newest time
+    newest = own.group_by(["cluster", "source"]).aggregate([("t_s", "max")])
+    columns = (newest.column(name).to_pylist() for name in ("cluster", "source", "t_s_max"))
     return BatchStats(
-        sum(r.records for r in per_source),
-        sum(r.dead_letters for r in per_source),
-        {(r.cluster, r.source): r.newest_s for r in per_source if r.cluster is not None},
+        own.num_rows + dead_letters,
+        dead_letters,
+        {(cluster, source): t_s for cluster, source, t_s in zip(*columns, strict=True)},
     )
 
 
-def observations(rows: DataFrame, names: frozenset[str]) -> Iterator[Observation]:
-    """The rows named in ``names`` (samples and events, not dead letters) collected to the driver."""
-    kept = rows.where(F.col("dead_letter").isNull() & F.col("name").isin(*sorted(names))).select(
-        "name", "cluster", "source", "labels", (F.unix_micros("ts") / 1e6).alias("t_s"), "value", "event"
+def collect(rows: DataFrame, names: frozenset[str]) -> pa.Table:
+    """The rows named in ``names``, the records' own rows and the dead letters, filtered on the executors,
+    as one Arrow table."""
+    wanted = F.col("dead_letter").isNotNull() | F.col("name").isin(RECORD, *sorted(names))
+    observed = (
+        "name",
+        "cluster",
+        "source",
+        "labels",
+        (F.unix_micros("ts") / 1e6).alias("t_s"),
+        "value",
+        "event",
     )
-    for name, cluster, source, labels, t_s, value, event in kept.collect():
-        yield Observation(name, cluster, source, labels or {}, t_s, value, event and json.loads(event))
+    return rows.where(wanted).select(*observed, *DEAD_LETTER_COLUMNS).toArrow()
+
+
+def observations(table: pa.Table) -> Iterator[Observation]:
+    """The samples and events of a :func:`collect` table (without its dead letters)."""
+    columns = [table.column(name).to_pylist() for name in OBSERVATION_COLUMNS]
+    for name, cluster, source, labels, t_s, value, event in zip(*columns, strict=True):
+        yield Observation(name, cluster, source, dict(labels or ()), t_s, value, event and json.loads(event))
 
 
 def write_history(table_dir: Path, batch_id: int, rows: list[dict], analysis: Analysis) -> None:

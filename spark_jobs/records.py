@@ -1,50 +1,85 @@
-"""Metrics-topic records → one Arrow RecordBatch: a row per sample, per event and per dead letter.
+"""Metrics-topic records → one Arrow RecordBatch: a row per record, per sample, per event, per dead letter.
 
 Pure (no Kafka, no Spark): the Kafka source hands over ``(value, partition, offset)`` triples and the Arrow
-schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). An event's row has its type as ``name``, its own
-time as ``ts``, its other fields as JSON in ``event``, and null ``labels`` and ``value``. A record that
-fails the contract becomes one row with ``dead_letter`` set to the reason and ``raw`` to its bytes; its
-sample columns are null.
+schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). Every valid record has one row of its own, named
+``RECORD``, whose ``ts`` is the record's newest time (its batch time or a later event's): the pipeline
+counts records and sees each source's last report from these rows even when a ``names`` filter drops all
+of the record's samples. An event's row has its type as ``name``, its own time as ``ts``, its other fields
+as JSON in ``event``, and null ``labels`` and ``value``. A record that fails the contract becomes one row
+with ``dead_letter`` set to the reason and ``raw`` to its bytes; its sample columns are null.
+
+This runs for every sample in the Python workers, so it works on the validated JSON documents
+(``contract.parse``) and fills flat column lists: the ``labels`` map column is built from its offsets,
+keys and values rather than from a Python object per row.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 
-from common.contract import DeadLetter, decode_or_dead_letter
+from common.contract import NON_FINITE, ContractError, parse
 
-SAMPLE_COLUMNS = ("cluster", "source", "ts", "name", "labels", "value")
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
+PER_RECORD = ("cluster", "source", "topic", "partition", "offset", "dead_letter", "raw")
+RECORD = ""  # the name of each record's own row; no sample or event name can be empty
 
 
-def to_record_batch(records: Iterable[Record], topic: str, schema: pa.Schema) -> pa.RecordBatch:
-    """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``)."""
-    columns: dict[str, list] = {name: [] for name in schema.names}
+def to_record_batch(
+    records: Iterable[Record], topic: str, schema: pa.Schema, names: Collection[str] | None = None
+) -> pa.RecordBatch:
+    """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``). With
+    ``names``, only the samples and events so named become rows (besides every record's own row and every
+    dead letter)."""
+    columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event")}
+    offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
     for value, partition, offset in records:
-        batch = decode_or_dead_letter(value, topic=topic, partition=partition, offset=offset)
-        if isinstance(batch, DeadLetter):
-            for name in (*SAMPLE_COLUMNS, "event"):
+        try:
+            doc = parse(value)
+        except ContractError as exc:
+            n, per_record = 1, (None, None, topic, partition, offset, str(exc), value)
+            for name in ("ts", "name", "value", "event"):
                 columns[name].append(None)
-            columns["dead_letter"].append(batch.reason)
-            columns["raw"].append(value)
-            n = 1
+            offsets.append(len(keys))
+            no_labels.append(True)
         else:
-            samples, events = batch.samples, batch.events
-            n = len(samples) + len(events)
-            columns["cluster"] += [batch.cluster] * n
-            columns["source"] += [batch.source] * n
-            # microseconds, Spark's timestamp unit
-            columns["ts"] += [batch.ts_ms * 1000] * len(samples) + [e.ts_ms * 1000 for e in events]
-            columns["name"] += [s.name for s in samples] + [e.type for e in events]
-            columns["labels"] += [list(s.labels.items()) for s in samples] + [None] * len(events)
-            columns["value"] += [s.value for s in samples] + [None] * len(events)
-            columns["event"] += [None] * len(samples) + [json.dumps(e.fields) for e in events]
-            columns["dead_letter"] += [None] * n
-            columns["raw"] += [None] * n
-        columns["topic"] += [topic] * n
-        columns["partition"] += [partition] * n
-        columns["offset"] += [offset] * n
-    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+            samples, events = doc.get("samples", ()), doc.get("events", ())
+            if names is not None:
+                samples = [s for s in samples if s[0] in names]
+                events = [e for e in events if e["type"] in names]
+            n = 1 + len(samples) + len(events)
+            per_record = (doc["cluster"], doc["source"], topic, partition, offset, None, None)
+            event_ts = [e["ts"] * 1000 for e in events]  # Spark's µs
+            batch_ts = doc["ts"] * 1000
+            columns["ts"] += [max([batch_ts, *event_ts])] + [batch_ts] * len(samples) + event_ts
+            columns["name"] += [RECORD] + [s[0] for s in samples] + [e["type"] for e in events]
+            columns["value"].append(None)
+            columns["value"] += [v if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
+            columns["value"] += [None] * len(events)
+            columns["event"] += [None] * (1 + len(samples)) + [json.dumps(event_fields(e)) for e in events]
+            offsets.append(len(keys))
+            for _, labels, _ in samples:
+                keys += labels
+                items += labels.values()
+                offsets.append(len(keys))
+            offsets += [len(keys)] * len(events)
+            no_labels += [True] + [False] * len(samples) + [True] * len(events)
+        for name, constant in zip(PER_RECORD, per_record, strict=True):
+            columns[name] += [constant] * n
+    labels_type = schema.field("labels").type
+    labels = pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(keys, labels_type.key_type),
+        pa.array(items, labels_type.item_type),
+        type=labels_type,
+        mask=pa.array(no_labels, pa.bool_()),
+    )
+    arrays = [labels if f.name == "labels" else pa.array(columns[f.name], type=f.type) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def event_fields(event: dict) -> dict:
+    """An event's own fields: all but its type and time."""
+    return {k: v for k, v in event.items() if k not in ("type", "ts")}

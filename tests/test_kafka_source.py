@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from common.contract import Batch, Sample, encode
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import KafkaSource
+from spark_jobs.records import RECORD
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -81,9 +82,11 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_pa
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
     rows = [r for _, rows in batches for r in rows]
-    samples = [r for r in rows if r.dead_letter is None]
+    samples = [r for r in rows if r.dead_letter is None and r.name != RECORD]
     dead = [r for r in rows if r.dead_letter is not None]
     assert len(samples) == 3 + 2 + 1 + 4
+    records = sorted((r.partition, r.offset) for r in rows if r.name == RECORD)
+    assert records == [(0, 0), (0, 2), (1, 0), (1, 1)]  # one row of its own per valid record
     assert [(d.partition, d.offset, d.raw) for d in dead] == [(0, 1, b"not json")]
     assert dead[0].dead_letter.startswith("not UTF-8 JSON")
     broker2 = sorted(
@@ -108,11 +111,11 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     checkpoint = tmp_path / "cp"
     produce(kafka_broker, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
     first, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
-    assert sorted(r.offset for _, rows in first for r in rows) == [0, 1]
+    assert sorted(r.offset for _, rows in first for r in rows if r.name == RECORD) == [0, 1]
 
     produce(kafka_broker, topic, [(0, scrape("a", 3000, 1))])
     second, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
-    assert [r.offset for _, rows in second for r in rows] == [2]  # only what came after the checkpoint
+    assert [r.offset for _, rows in second for r in rows if r.name == RECORD] == [2]  # only the new one
 
     # Deleted and created again with two partitions: offsets start over at 0, below the checkpoint's 3.
     admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
@@ -120,6 +123,6 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     create_topic(kafka_broker, 2, topic)
     produce(kafka_broker, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
     third, end = run_available_now(spark, kafka_broker, topic, checkpoint)
-    rows = [r for _, rows in third for r in rows]
+    rows = [r for _, rows in third for r in rows if r.name != RECORD]
     assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 0, 0), ("b", 1, 0), ("b", 1, 0)]
     assert end["resets"] == 1 and end["offsets"] == {"0": 1, "1": 1}

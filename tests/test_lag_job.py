@@ -8,6 +8,7 @@ import pytest
 from stream_run import offsets_batch, produce, run_available_now
 
 from common.config import Config
+from common.contract import Batch
 from peers.process import free_port
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
@@ -16,9 +17,14 @@ pytestmark = [pytest.mark.peers, pytest.mark.spark]
 SCRAPES = [(10_000, 100, 50), (20_000, 200, 120), (30_000, 300, 190)]
 
 
+def scrape_batch(ts_ms: int, end: int, committed: int) -> Batch:
+    """The offsets scrape of one ``SCRAPES`` entry."""
+    return offsets_batch(ts_ms, {"0": end}, {("billing", "0"): committed})
+
+
 def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    batches = [offsets_batch(ts_ms, {"0": end}, {("billing", "0"): done}) for ts_ms, end, done in SCRAPES]
+    batches = [scrape_batch(*scrape) for scrape in SCRAPES]
     produce(kafka_broker.bootstrap, topic, [*batches[:2], b"not a contract batch", batches[2]])
     config = Config.model_validate(
         {

@@ -1,0 +1,135 @@
+"""``kobs bench stream``'s parts: the recorded workload, the single-process baseline, the resource meter.
+
+The benchmark itself is run by hand (``kobs bench stream``), never here: no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from test_lag_job import SCRAPES, produce, scrape_batch
+
+from bench import reference
+from bench.resources import tree, usage
+from bench.workload import MESSAGE_BYTES, Shape, Workload
+from common import names
+from common.contract import MAX_ITEMS_PER_RECORD, encode
+from spark_jobs.lag import LagAnalysis
+from spark_jobs.pipeline import Pipeline
+
+SHAPE = Shape(brokers=3, partitions=60, groups=2, rounds=4)
+
+
+def by_name(batches, name):
+    return [(b.source, s.labels, s.value) for b in batches for s in b.samples if s.name == name]
+
+
+def test_every_round_is_valid_contract_records_of_every_source():
+    workload = Workload(SHAPE)
+    for r in range(SHAPE.rounds):
+        batches = workload.round(r)
+        for batch in batches:
+            assert len(encode(batch)) > 0  # encode validates against the contract
+            assert len(batch.samples) <= MAX_ITEMS_PER_RECORD
+        sources = {b.source for b in batches}
+        assert sources >= {"exporter/broker-0", "exporter/broker-2", "admin/metadata", "admin/offsets"}
+        # Two topics (50 + 10 partitions), replication factor 3 on 3 brokers: every broker hosts every
+        # partition; each reports 11 gauges, 4 meters per topic it leads, 2 per request type and a log size
+        # per replica. Metadata: replicas, ISR, leader per partition. Offsets: start and end per partition,
+        # committed per partition of each group's topic (50 and 10), info and members per group.
+        # 4 producers x 9 client metrics.
+        assert (
+            sum(len(b.samples) for b in batches)
+            == 3 * (11 + 4 * 2 + 2 * 3 + 60) + 3 * 60 + (2 * 60 + 50 + 10 + 2 * 2) + 4 * 9
+        )
+
+
+def test_a_flapping_follower_shows_in_events_isr_counts_and_broker_meters():
+    workload = Workload(SHAPE)
+    flapping = {(tp.topic, str(tp.partition)) for tp in workload.flapping}
+    assert flapping and all(workload.flapping_broker in tp.replicas[1:] for tp in workload.flapping)
+    shrunk, recovered = workload.round(1), workload.round(2)
+    for batches, change, isr in ((shrunk, "shrink", 2), (recovered, "expand", 3)):
+        events = [e for b in batches for e in b.events if e.type == "isr_change"]
+        assert {(e.fields["topic"], str(e.fields["partition"])) for e in events} == flapping
+        assert {e.fields["change"] for e in events} == {change}
+        isr_counts = {(lb["topic"], lb["partition"]): v for _, lb, v in by_name(batches, names.PARTITION_ISR)}
+        assert {isr_counts[tp] for tp in flapping} == {isr}
+    # Under-replicated partitions are counted by their leaders while the follower is out.
+    assert sum(v for _, _, v in by_name(shrunk, names.UNDER_REPLICATED_PARTITIONS)) == len(flapping)
+    assert sum(v for _, _, v in by_name(recovered, names.UNDER_REPLICATED_PARTITIONS)) == 0
+
+
+def test_offsets_only_grow_and_groups_never_commit_past_the_end():
+    workload = Workload(SHAPE)
+    ends = [
+        {
+            (lb["topic"], lb["partition"]): v
+            for _, lb, v in by_name(workload.round(r), names.PARTITION_END_OFFSET)
+        }
+        for r in range(SHAPE.rounds)
+    ]
+    assert all(ends[r][tp] < ends[r + 1][tp] for r in range(SHAPE.rounds - 1) for tp in ends[0])
+    last = workload.round(SHAPE.rounds - 1)
+    committed = by_name(last, names.GROUP_COMMITTED_OFFSET)
+    assert committed and all(v <= ends[-1][lb["topic"], lb["partition"]] for _, lb, v in committed)
+    sizes = by_name(last, names.LOG_SIZE_BYTES)
+    assert all(v == ends[-1][lb["topic"], lb["partition"]] * MESSAGE_BYTES for _, lb, v in sizes)
+
+
+def test_one_controller_failover_halfway():
+    workload = Workload(SHAPE)
+    events = [e for r in range(SHAPE.rounds) for b in workload.round(r) for e in b.events]
+    changes = [e for e in events if e.type == "controller_change"]
+    assert [e.fields["controller_id"] for e in changes] == [1]
+
+
+@pytest.mark.peers
+def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_broker, tmp_path):
+    """The scrapes of tests/test_lag_job.py, one record per batch: the same documented answers."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    produce(kafka_broker.bootstrap, topic, [scrape_batch(*scrape) for scrape in SCRAPES])
+    jobs = Pipeline(lambda: [LagAnalysis()], tmp_path / "history", tmp_path / "state")
+    options = {"bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "maxRecordsPerBatch": "1"}
+    seconds = reference.run(options, jobs)
+    assert len(seconds) == len(SCRAPES)
+    (lag,) = jobs.evaluations.values()
+    rows = {row["partition"]: row for row in lag.history}
+    assert (rows["0"]["lag_messages"], rows["0"]["status"]) == (300 - 190, "WARN")
+    assert sorted(p.name for p in (tmp_path / "history" / "lag").iterdir()) == [
+        "batch_id=0",
+        "batch_id=1",
+        "batch_id=2",
+    ]
+
+
+def test_the_resource_meter_counts_children_and_leaves_out_excluded_ones():
+    allocate = 'import sys, time; b = b"x" * (96 * 2**20); print(1, flush=True); sys.stdin.read()'
+    children = [
+        subprocess.Popen([sys.executable, "-c", allocate], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    try:
+        for child in children:
+            assert child.stdout.readline() == b"1\n"  # allocated
+        alone, _ = usage(os.getpid(), exclude=[c.pid for c in children])
+        both, cpu = usage(os.getpid())
+        assert {c.pid for c in children} <= set(tree(os.getpid()))
+        assert both - alone >= 2 * 96 * 2**20  # bytearray pages are written, hence resident
+        assert cpu["driver"] > 0
+    finally:
+        for child in children:
+            child.communicate(b"")
+
+
+def test_bad_sizes_are_refused_naming_the_option():
+    result = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "bench", "stream", "--partitions", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "--partitions: must be a whole number of at least 1, not '0'" in result.stderr.splitlines()[-1]
