@@ -195,9 +195,12 @@ def test_controller_failover_and_malformed_state_are_reported(zk, zookeeper):
         assert [(e.fields["controller_id"], e.fields["controller_epoch"]) for e in gone] == [(-1, 3)]
         zk.set("/controller_epoch", b"4")  # broker 2 wins the election with the next epoch
         zk.create("/controller", b'{"version":1,"brokerid":2,"timestamp":"1732270001000"}', ephemeral=True)
-        events, _ = _events_until(source, 2)
-        pairs = [(e.fields["controller_id"], e.fields["controller_epoch"]) for e in events]
-        assert pairs[-1] == (2, 4)
+        pairs, deadline = [], time.monotonic() + 10
+        while pairs[-1:] != [(2, 4)] and time.monotonic() < deadline:  # one event or two
+            pairs += [
+                (e.fields["controller_id"], e.fields["controller_epoch"]) for e in _events_until(source, 1)[0]
+            ]
+        assert pairs[-1:] == [(2, 4)]
         assert set(pairs) <= {(-1, 4), (2, 4)}  # the epoch may be seen before the new controller
     finally:
         source.stop()
