@@ -1,7 +1,8 @@
-"""ISR bookkeeping shared by the ZooKeeper and KRaft (metadata) sources: one partition state, one diff.
+"""Partition state shared by the ZooKeeper and KRaft (metadata) sources: one state, one diff, one sampling.
 
 Both sources observe partition states over time; :func:`diff_states` turns two observations into the
-contract's ``isr_change`` events, so the two modes emit exactly the same events.
+contract's ``isr_change`` events and :func:`partition_samples` turns one observation into the
+per-partition samples, so the two modes emit exactly the same events and samples.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.contract import Event
+from common import names
+from common.contract import Event, Sample
 
 UNKNOWN_EPOCH = -1  # the Admin API does not report leader epochs; ZooKeeper does
 
@@ -19,7 +21,7 @@ class PartitionState:
     leader: int  # -1 when the partition has no leader
     isr: tuple[int, ...]
     leader_epoch: int = UNKNOWN_EPOCH
-    replicas: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()  # empty when not known (a partition always has at least one replica)
 
 
 def classify(old: PartitionState, new: PartitionState) -> str | None:
@@ -68,3 +70,17 @@ def diff_states(
         if event is not None:
             events.append(event)
     return events
+
+
+def partition_samples(states: Mapping[PartitionKey, PartitionState]) -> list[Sample]:
+    """Replica count (when known), ISR count and leader (-1 when offline) of every partition."""
+    samples = []
+    for (topic, partition), state in sorted(states.items()):
+        labels = {"topic": topic, "partition": str(partition)}
+        if state.replicas:
+            samples.append(Sample(names.PARTITION_REPLICAS, labels, len(state.replicas)))
+        samples += [
+            Sample(names.PARTITION_ISR, labels, len(state.isr)),
+            Sample(names.PARTITION_LEADER, labels, state.leader),
+        ]
+    return samples

@@ -6,7 +6,8 @@ per-partition replica/ISR counts and leader, and diffs the partition states agai
 into ``isr_change`` events (:mod:`collectors.isr`). Metadata carries no leader epochs, so these events carry
 ``leader_epoch`` -1. The first scrape only sets the baseline. Each topic's ``min.insync.replicas`` (its own
 or the broker default, from ``describe_configs`` in batches of ``CONFIGS_CHUNK`` topics) is a sample too; a
-topic whose config does not list it gets none.
+topic whose config does not list it gets none. When ZooKeeper is the authority for partition state
+(``partition_state=False``; :mod:`collectors.zookeeper_isr`), min ISR is all this source reports.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicMetadata
 
 from collectors.admin import admin_client, topics, wait_all
-from collectors.isr import PartitionKey, PartitionState, diff_states
+from collectors.isr import PartitionKey, PartitionState, diff_states, partition_samples
 from collectors.source import Scrape, now_ms
 from common import names
 from common.config import Cluster
@@ -37,18 +38,6 @@ def partition_states(metadata: Mapping[str, TopicMetadata]) -> dict[PartitionKey
     }
 
 
-def metadata_samples(states: Mapping[PartitionKey, PartitionState]) -> list[Sample]:
-    samples = []
-    for (topic, partition), state in sorted(states.items()):
-        labels = {"topic": topic, "partition": str(partition)}
-        samples += [
-            Sample(names.PARTITION_REPLICAS, labels, len(state.replicas)),
-            Sample(names.PARTITION_ISR, labels, len(state.isr)),
-            Sample(names.PARTITION_LEADER, labels, state.leader),
-        ]
-    return samples
-
-
 def min_isr_samples(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> list[Sample]:
     """``min.insync.replicas`` per topic, from ``describe_configs`` results keyed by topic name."""
     return [
@@ -62,11 +51,15 @@ class MetadataSource:
     """Partition states of one cluster, diffed scrape to scrape; never raises for a cluster fault."""
 
     def __init__(
-        self, cluster: Cluster, timeout_s: float = 10.0, admin: AdminClient | None = None, events: bool = True
+        self,
+        cluster: Cluster,
+        timeout_s: float = 10.0,
+        admin: AdminClient | None = None,
+        partition_state: bool = True,
     ):
-        """``events=False``: samples only, when the ZooKeeper source reports the ISR changes."""
+        """``partition_state=False``: min ISR only, when the ZooKeeper source reports partition state."""
         self.cluster = cluster
-        self.events = events
+        self.partition_state = partition_state
         self.name = SOURCE
         self.timeout_s = timeout_s
         self._admin = admin or admin_client(cluster)
@@ -81,13 +74,14 @@ class MetadataSource:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
         failed = {name for name, t in metadata.items() if t.error is not None}
         errors += [f"metadata: topic {name}: {metadata[name].error}" for name in sorted(failed)]
-        states = partition_states({name: t for name, t in metadata.items() if name not in failed})
-        events = [] if self._last is None or not self.events else diff_states(self._last, states, ts)
-        # keep the baseline of topics whose metadata failed, so that their next change is still seen
-        self._last = states | {k: v for k, v in (self._last or {}).items() if k[0] in failed}
-        samples = metadata_samples(states) + min_isr_samples(
-            self._configs(sorted(metadata), deadline, errors)
-        )
+        samples, events = [], []
+        if self.partition_state:
+            states = partition_states({name: t for name, t in metadata.items() if name not in failed})
+            events = [] if self._last is None else diff_states(self._last, states, ts)
+            # keep the baseline of topics whose metadata failed, so that their next change is still seen
+            self._last = states | {k: v for k, v in (self._last or {}).items() if k[0] in failed}
+            samples = partition_samples(states)
+        samples += min_isr_samples(self._configs(sorted(metadata), deadline, errors))
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples), tuple(events)), errors)
 
     def _configs(self, topics: list[str], deadline: float, errors: list[str]) -> dict[str, dict]:

@@ -1,11 +1,12 @@
 """Run every configured source on its interval and hand the batches to the publisher, never waiting on one.
 
 Per cluster: Admin API offsets (``intervals.offsets_s``) and metadata (``metadata_s``), one JMX source per
-``jmx`` entry and one exposition source per ``exporters`` entry (``metrics_s``), the ZooKeeper ISR watcher
-when ``zookeeper`` is set and ``mode`` is not ``kraft`` (``metadata_s``; the metadata source then reports no
-ISR-change events, so each change is reported once) and one source per producer, JMX or exposition
-(``producers_s``). JMX and exposition sources map names with the built-in table plus the cluster's
-``exporter_names``; all JMX sources share ``JMX_SLOTS`` query slots (each query is a JVM).
+``jmx`` entry and one exposition source per ``exporters`` entry (``metrics_s``), the ZooKeeper source
+when ``zookeeper`` is set and ``mode`` is not ``kraft`` (``metadata_s``; it is then the authority for
+partition state and the metadata source reports only min ISR, so each state and change is reported once)
+and one source per producer, JMX or exposition (``producers_s``). JMX and exposition sources map names
+with the built-in table plus the cluster's ``exporter_names``; all JMX sources share ``JMX_SLOTS`` query
+slots (each query is a JVM).
 
 Each scrape runs in a worker thread, at most one in flight per source, under a deadline of one interval: a
 scrape past it is counted as a ``timeout`` error and the source is not run again until it returns (a late
@@ -112,9 +113,9 @@ def build_jobs(config: Config) -> list[Job]:
         jobs.append(
             Job(cluster.name, OffsetsSource(cluster, own(intervals.offsets_s), admin), intervals.offsets_s)
         )
-        # ISR changes: one source reports them, ZooKeeper's watches when it is there, else the metadata diff
+        # partition state and ISR changes: one source, ZooKeeper's znodes when it is there, else metadata
         metadata = MetadataSource(
-            cluster, own(intervals.metadata_s), admin, events=not cluster.isr_from_zookeeper
+            cluster, own(intervals.metadata_s), admin, partition_state=not cluster.isr_from_zookeeper
         )
         jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
         if cluster.zookeeper and cluster.isr_from_zookeeper:

@@ -1,16 +1,20 @@
-"""ISR and controller changes of a ZooKeeper-mode cluster, read from the znodes Kafka writes.
+"""Partition state, ISR and controller changes of a ZooKeeper-mode cluster, read from the znodes Kafka writes.
 
 - ``/isr_change_notification`` is watched; each notification names partitions whose state znode
   (``/brokers/topics/<t>/partitions/<n>/state``) is read at once. The controller deletes notifications as it
   processes them, and brokers batch them, so they are a fast path, not the truth:
-- every ``full_diff_s`` all partition states are read and diffed, catching whatever the notifications missed
-  (and everything that changed while the session was lost).
+- every ``full_diff_s`` each topic's assignment znode (``/brokers/topics/<t>``: its partitions and their
+  replicas) and all partition states are read and diffed, catching whatever the notifications missed (and
+  everything that changed while the session was lost). A malformed assignment is an error; that topic's
+  partitions are then listed instead, keeping the replicas known before.
 - ``/controller`` and ``/controller_epoch`` are watched; every new (controller, epoch) pair is an event,
   the first one at start (id -1 when there is no controller).
 
 Both paths update one table of known states under a lock, so a change is reported once. kazoo's watch
 recipes re-register after a session expiry, and the next scrape then does a full diff. The first full read
-sets the baseline without events.
+sets the baseline without events. Every scrape with a session also emits the table as per-partition
+samples (:func:`collectors.isr.partition_samples`, as the metadata source does in KRaft mode): ZooKeeper is
+the authority for partition state, and reading it costs no more than the full diff already did.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
-from collectors.isr import PartitionKey, PartitionState, isr_event
+from collectors.isr import PartitionKey, PartitionState, isr_event, partition_samples
 from collectors.source import Scrape, now_ms
 from common.contract import Batch, Event
 
@@ -38,6 +43,15 @@ def parse_state(raw: bytes) -> PartitionState:
     if not isinstance(doc, dict) or not isinstance(doc.get("isr"), list):
         raise ValueError(f"not a partition state: {raw[:200]!r}")
     return PartitionState(int(doc["leader"]), tuple(int(b) for b in doc["isr"]), int(doc["leader_epoch"]))
+
+
+def parse_assignment(raw: bytes) -> dict[int, tuple[int, ...]]:
+    """Replicas per partition from a topic znode (``{"version":1,"partitions":{"0":[1,2]}}``); ValueError
+    (or KeyError, TypeError) if malformed."""
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), dict):
+        raise ValueError(f"not a topic assignment: {raw[:200]!r}")
+    return {int(p): tuple(int(b) for b in replicas) for p, replicas in doc["partitions"].items()}
 
 
 def parse_notification(raw: bytes) -> list[PartitionKey]:
@@ -83,7 +97,10 @@ class ZooKeeperIsrSource:
         with self._lock:
             events, self._events = self._events, []
             errors, self._errors = self._errors, []
-        return Scrape(Batch(self.cluster, SOURCE, now_ms(), events=tuple(events)), errors)
+            # without a session the table may be stale: no partition state rather than an old one
+            states = dict(self._states or {}) if self._zk.connected else {}
+        samples = tuple(partition_samples(states))
+        return Scrape(Batch(self.cluster, SOURCE, now_ms(), samples, tuple(events)), errors)
 
     # -- reading and recording --------------------------------------------------------------------------
     def _read_state(self, key: PartitionKey) -> PartitionState | None:
@@ -98,9 +115,25 @@ class ZooKeeperIsrSource:
             self._error(f"reading state of {key[0]}-{key[1]}: {exc!r}")
         return None
 
+    def _read_assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
+        """Replicas per partition of ``topic`` (none known when its assignment is malformed); {} if gone."""
+        path = f"{TOPICS}/{topic}"
+        try:
+            raw, _ = self._zk.get(path)
+            try:
+                return parse_assignment(raw)
+            except (ValueError, KeyError, TypeError) as exc:
+                self._error(f"assignment of {topic}: {exc}")
+                return {int(p): () for p in self._zk.get_children(f"{path}/partitions")}
+        except NoNodeError:
+            return {}  # deleted while we read
+
     def _record(self, key: PartitionKey, state: PartitionState, ts_ms: int) -> None:
-        """Under the lock: remember ``state``, queue an event if it differs from the known one."""
+        """Under the lock: remember ``state`` (with the replicas known before when it has none), queue an
+        event if it differs from the known one."""
         old = self._states.get(key) if self._states is not None else None
+        if old is not None and not state.replicas:
+            state = replace(state, replicas=old.replicas)
         if self._states is not None:
             self._states[key] = state
         event = isr_event(key[0], key[1], old, state, ts_ms) if old is not None else None
@@ -115,12 +148,12 @@ class ZooKeeperIsrSource:
         ts, states = now_ms(), {}
         try:
             for topic in self._zk.get_children(TOPICS):
-                for partition in self._zk.get_children(f"{TOPICS}/{topic}/partitions"):
-                    state = self._read_state((topic, int(partition)))
+                for partition, replicas in self._read_assignment(topic).items():
+                    state = self._read_state((topic, partition))
                     if state is not None:
-                        states[(topic, int(partition))] = state
+                        states[(topic, partition)] = replace(state, replicas=replicas)
         except NoNodeError:
-            pass  # no topics yet, or one deleted while listing
+            pass  # no topics yet
         except KazooException as exc:
             self._error(f"full read of partition states: {exc!r}")
             return

@@ -149,7 +149,7 @@ class Cluster(_Model):
 
     @property
     def isr_from_zookeeper(self) -> bool:
-        """ISR changes come from ZooKeeper's znodes (else from diffing Admin API metadata)."""
+        """Partition state and ISR changes come from ZooKeeper's znodes (else from Admin API metadata)."""
         return self.zookeeper is not None and self.mode != "kraft"
 
 

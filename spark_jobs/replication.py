@@ -3,9 +3,9 @@
 Pure (no Spark). Definitions (``../shared/KAFKA_NOTES.md``): a partition is *under-replicated* when its ISR
 is smaller than its replica set, *under min ISR* when its ISR is smaller than the topic's
 ``min.insync.replicas`` (Kafka's default 1 until the topic's value is seen), *offline* when it has no leader
-(-1). The partition counts come from the metadata source's samples; each state's time runs from the first
-scrape that saw it and resets when a scrape sees it end. A topic's ``..._seconds`` is its longest running
-state, 0 when none.
+(-1). The partition counts come from the partition-state samples (the ZooKeeper source in ZooKeeper mode,
+the metadata source in KRaft mode); each state's time runs from the first scrape that saw it and resets when
+a scrape sees it end. A topic's ``..._seconds`` is its longest running state, 0 when none.
 
 Brokers: a broker is up while it reported a broker gauge within ``stale_after_s`` of the cluster's newest
 observation; its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and

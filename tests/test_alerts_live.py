@@ -185,7 +185,9 @@ def test_rf1_incident_pages_a_blocked_producer_from_the_derived_exporter(webhook
     buffer of web-frontend at 5 x 1000 x 1 KiB/s, so send() blocks from about 36.5 s until broker 1 returns
     at 150 s. The quiet seconds before the incident play at 10x, the rest in real time: longer than the
     rule's ``for: 1m`` plus the pipeline's delays (15 s producer scrapes, a Spark micro-batch, 5 s Prometheus
-    scrapes and rule evaluations), which may carry the page a little past the simulated recovery."""
+    scrapes and rule evaluations), which may carry the page a little past the simulated recovery. The 5
+    offline partitions reach the derived metrics too, read from the simulated cluster's ZooKeeper znodes
+    (within a 30 s full read of the partition states)."""
     stack = EmbeddedStack(tmp_path / "stack", routing=_alertmanager_config(webhook.url))
     blocked = 'kobs_producer_blocked{job="kobs-exporter",cluster="demo",client_id="web-frontend"}'
 
@@ -205,12 +207,16 @@ def test_rf1_incident_pages_a_blocked_producer_from_the_derived_exporter(webhook
         with pytest.raises(_Paged):
             stack.simulation.run(1.0, 211.0, on_tick=stop_when_paged)
         during = prom.query(f"max_over_time({blocked}[2m])")
+        offline = prom.query(
+            'max_over_time(kobs_topic_offline_partitions{job="kobs-exporter",cluster="demo",topic="orders"}[3m])'
+        )
         alerts = next(p for p in stack.processes if isinstance(p, Alertmanager)).alerts()
     finally:
         stack.stop()
 
     assert float(before[0]["value"][1]) == 0, "not blocked before the incident"
     assert float(during[0]["value"][1]) == 1
+    assert float(offline[0]["value"][1]) == 5
     page = blocked_pages()[0]
     assert page["receiver"] == "page" and page["status"] == "firing"
     assert page["groupLabels"] == {"cluster": "demo", "alertname": "KafkaProducerBlocked"}

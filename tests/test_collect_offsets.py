@@ -153,6 +153,16 @@ def test_metadata_reports_each_topics_min_insync_replicas(kafka_broker, cluster)
     assert (("topic", "metadata-lax"),) not in min_isr
 
 
+def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(kafka_broker, cluster):
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    topic = NewTopic("metadata-zk", 2, 1, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic], operation_timeout=10)["metadata-zk"].result(timeout=15)
+    scrape = MetadataSource(cluster, partition_state=False).collect()
+    assert scrape.errors == [] and scrape.batch.events == ()
+    assert {s.name for s in scrape.batch.samples} == {names.TOPIC_MIN_ISR}
+    assert _values(scrape.batch.samples, names.TOPIC_MIN_ISR)[(("topic", "metadata-zk"),)] == 2
+
+
 @pytest.mark.parametrize(
     ("old", "new", "kind"),
     [
