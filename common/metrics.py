@@ -229,8 +229,9 @@ DERIVED_METRICS: tuple[Metric, ...] = (
     _m(
         "kobs_pipeline_series_dropped",
         "gauge",
-        "query",
-        "Derived series the exporter left out at the last scrape to stay within its cardinality bounds.",
+        "query bound",
+        "Derived series the exporter left out at the last scrape to stay within a cardinality bound "
+        "(partitions_per_group or max_series).",
     ),
     _m(
         "kobs_source_last_seen_timestamp_seconds",

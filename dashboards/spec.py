@@ -336,8 +336,8 @@ PIPELINE = DashboardSpec(
                 ),
                 Panel(
                     "Series left out by the cardinality bounds",
-                    by("query", "max", "kobs_pipeline_series_dropped", "query"),
-                    legend="{{query}}",
+                    by("query, bound", "max", "kobs_pipeline_series_dropped", "query"),
+                    legend="{{query}} {{bound}}",
                 ),
                 Panel(
                     "Dead letters (last 15 min)",

@@ -7,17 +7,25 @@ micro-batch's rows whose ``name`` is in an analysis's ``inputs`` and hands them 
 (names, labels and help in ``common.metrics``). An analysis must be picklable: the pipeline snapshots every
 analysis after each batch so a restarted query resumes with exactly the same state.
 
+Its ``settings`` name the attributes that come from the configuration; everything else is learned state.
+A restarted query takes the state from the snapshot and the settings from a fresh analysis
+(:func:`reconfigure`), so a changed configuration applies at once without losing what was learned. The
+code must therefore read a setting where it is used, never copy it into the state.
+
 "Now" for an analysis is the newest observation time it has seen, never the wall clock, so replaying the
 same batches gives the same answers.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 class Observation(NamedTuple):
@@ -52,7 +60,27 @@ class Analysis(Protocol):
     table: str  # Parquet history table under ``sinks.history_dir``
     history_schema: pa.Schema  # the columns of ``Evaluation.history`` rows
     inputs: frozenset[str]  # sample names and event types it reads
+    settings: tuple[str, ...]  # attributes set from the configuration (the rest is learned state)
 
     def observe(self, observations: Iterable[Observation]) -> None: ...
 
     def evaluate(self) -> Evaluation: ...
+
+
+def reconfigure(restored: Analysis, fresh: Analysis) -> bool:
+    """Give ``restored`` (state from a snapshot) the settings of ``fresh`` (the current configuration);
+    whether any changed (logged in one line naming the analysis and each change)."""
+    changed = {
+        name: (getattr(restored, name), getattr(fresh, name))
+        for name in fresh.settings
+        if getattr(restored, name) != getattr(fresh, name)
+    }
+    for name, (_, new) in changed.items():
+        setattr(restored, name, new)
+    if changed:
+        log.warning(
+            "%s: configuration changed since the snapshot (%s): state kept, new settings applied",
+            fresh.table,
+            ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changed.items()),
+        )
+    return bool(changed)

@@ -12,7 +12,8 @@ with a changed configuration applies it at once. Three steps:
 3. ``sinks.exporter_max_series`` caps the number of series; the finest-grained ones (most labels) are left
    out first, so cluster-, broker- and topic-level series survive a flood of partitions.
 
-What steps 2 and 3 leave out is counted (``kobs_pipeline_series_dropped``); the Parquet history keeps it all.
+What steps 2 and 3 leave out is counted per bound (``kobs_pipeline_series_dropped``, label ``bound`` one of
+:data:`BOUNDS`); the Parquet history keeps it all.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ PER_GROUP_PARTITION = frozenset(
     m.name for m in DERIVED_METRICS if m.labels == ("cluster", "group", "topic", "partition")
 )
 RANK_BY = ("kobs_consumergroup_partition_status", "kobs_consumergroup_lag_messages")  # worst first
+BOUNDS = ("partitions_per_group", "max_series")  # steps 2 and 3, named after their ``sinks.exporter_`` keys
 
 
 @dataclass(frozen=True)
@@ -49,19 +51,21 @@ class ExpositionPolicy:
         )
 
 
-def expose(derived: Iterable[Derived], policy: ExpositionPolicy) -> tuple[list[Derived], int]:
-    """The series to serve, in their original order, and how many the bounds left out."""
+def expose(derived: Iterable[Derived], policy: ExpositionPolicy) -> tuple[list[Derived], dict[str, int]]:
+    """The series to serve, in their original order, and how many each of the :data:`BOUNDS` left out."""
     series = list(derived)
     series += critical_marks(series, policy.critical_groups)
-    shown = series
+    shown, dropped = series, dict.fromkeys(BOUNDS, 0)
     if policy.partitions_per_group is not None:
         worst = worst_partitions(series, policy.partitions_per_group)
         shown = [d for d in shown if d.name not in PER_GROUP_PARTITION or d.labels in worst]
+        dropped["partitions_per_group"] = len(series) - len(shown)
     if policy.max_series is not None and len(shown) > policy.max_series:
         coarse_first = sorted(range(len(shown)), key=lambda i: len(shown[i].labels))
         kept = set(coarse_first[: policy.max_series])
+        dropped["max_series"] = len(shown) - policy.max_series
         shown = [d for i, d in enumerate(shown) if i in kept]
-    return shown, len(series) - len(shown)
+    return shown, dropped
 
 
 def critical_marks(derived: Iterable[Derived], patterns: Mapping[str, tuple[str, ...]]) -> list[Derived]:

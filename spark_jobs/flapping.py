@@ -66,13 +66,18 @@ class FlappingAnalysis:
     table = "isr_flapping"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(("isr_change", *CLOCK_INPUTS))
+    settings = ("flaps", "window_s", "clear_after_s")
 
     def __init__(self, flaps: int = 3, window_s: float = 600.0, clear_after_s: float = 900.0):
         self.flaps, self.window_s, self.clear_after_s = flaps, window_s, clear_after_s
-        self.horizon_s = max(window_s, clear_after_s)
         self.ledger = IsrLedger()
         self.clusters: dict[str, _Cluster] = defaultdict(_Cluster)
         self.pairs: dict[tuple[str, str, str, str], _Pair] = {}  # (cluster, topic, partition, broker)
+
+    @property
+    def horizon_s(self) -> float:
+        """How long flaps are kept: as long as they count in the window or keep a pair flapping."""
+        return max(self.window_s, self.clear_after_s)
 
     def observe(self, observations: Iterable[Observation]) -> None:
         for o in sorted(observations, key=lambda o: o.t_s):

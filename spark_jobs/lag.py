@@ -56,6 +56,7 @@ class LagAnalysis:
     table = "lag"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(INPUT_NAMES)
+    settings = ()  # nothing comes from the configuration
 
     def __init__(self, window: int = 10):
         self.tracker = LagTracker(window)

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from common.metrics import DERIVED_METRICS
-from spark_jobs.analysis import Analysis, Derived, Observation
+from spark_jobs.analysis import Analysis, Derived, Observation, reconfigure
 from spark_jobs.exposition import ExpositionPolicy, expose
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 from spark_jobs.records import RECORD
@@ -113,16 +113,24 @@ class Pipeline:
         """Take the state of ``snapshot`` (``Snapshots.before``/``latest``), or start empty for None.
 
         Analyses are matched by table: one the snapshot lacks (added since) starts empty, one the query no
-        longer runs is dropped with its metrics.
+        longer runs is dropped with its metrics. A restored analysis takes its settings from the fresh one
+        (the current configuration wins); if they changed, its metrics are evaluated again under them.
         """
         self.analyses, self.evaluations = self.make_analyses(), {}
         self.health, self.last_batch_id = PipelineHealth(self.query), None
         if snapshot is not None:
             self.last_batch_id, (analyses, evaluations, self.health) = snapshot
-            saved = {analysis.table: analysis for analysis in analyses}
-            self.analyses = [saved.get(analysis.table, analysis) for analysis in self.analyses]
             tables = {analysis.table for analysis in self.analyses}
             self.evaluations = {table: e for table, e in evaluations.items() if table in tables}
+            saved = {analysis.table: analysis for analysis in analyses}
+            self.analyses = [self._reconfigured(saved.get(fresh.table), fresh) for fresh in self.analyses]
+
+    def _reconfigured(self, restored: Analysis | None, fresh: Analysis) -> Analysis:
+        if restored is None:
+            return fresh
+        if reconfigure(restored, fresh) and restored.table in self.evaluations:
+            self.evaluations[restored.table] = restored.evaluate()
+        return restored
 
 
 def batch_stats(table: pa.Table) -> BatchStats:

@@ -8,6 +8,7 @@ and lag are wall-clock facts about the last batch this process (or the one befor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -37,14 +38,15 @@ class PipelineHealth:
         newest = max(self.last_seen_s.values(), default=finished_s)
         self.last_batch = (finished_s, finished_s - started_s, max(0.0, finished_s - newest))
 
-    def metrics(self, series_dropped: int) -> list[Derived]:
-        """The "pipeline's own health" metrics of ``docs/metrics.md``."""
+    def metrics(self, series_dropped: Mapping[str, int]) -> list[Derived]:
+        """The "pipeline's own health" metrics of ``docs/metrics.md``; ``series_dropped``: bound -> series
+        it left out (``spark_jobs.exposition.expose``)."""
         query = (self.query,)
         seen = list(self.last_seen_s.items())  # the exporter's thread reads while a batch may record
         derived = [
             Derived("kobs_pipeline_input_records_total", query, self.input_records),
             Derived("kobs_pipeline_dead_letters_total", query, self.dead_letters),
-            Derived("kobs_pipeline_series_dropped", query, series_dropped),
+            *(Derived("kobs_pipeline_series_dropped", (*query, b), n) for b, n in series_dropped.items()),
             *(Derived("kobs_source_last_seen_timestamp_seconds", s, t) for s, t in seen),
         ]
         if self.last_batch is not None:

@@ -151,6 +151,7 @@ class ProducerAnalysis:
     inputs = frozenset(
         {*CLIENT_INPUTS, *BROKER_COUNTERS, *PARTITION_INPUTS, names.TOPIC_MIN_ISR, "isr_change"}
     )
+    settings = ("topics",)
 
     def __init__(
         self,

@@ -94,6 +94,7 @@ class ReplicationAnalysis:
     table = "replication"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset((*PARTITION_INPUTS, names.TOPIC_MIN_ISR, *BROKER_INPUTS, *EVENTS))
+    settings = ("stale_after_s", "forget_after_s")  # from the scrape intervals
 
     def __init__(self, stale_after_s: float = 45.0, forget_after_s: float = 90.0):
         self.stale_after_s = stale_after_s

@@ -119,6 +119,7 @@ class ThroughputAnalysis:
     table = "throughput"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset({BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES})
+    settings = ("disk_bytes",)
 
     def __init__(
         self,

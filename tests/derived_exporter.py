@@ -25,6 +25,7 @@ LABEL_VALUES = {
     "change": "shrink",
     "query": "lag",
     "source": "jmx/broker-1",
+    "bound": "max_series",
 }
 
 # A healthy cluster: no alert rule may fire on these values.

@@ -7,6 +7,7 @@ from common.metrics import GROUP_STATUS
 from spark_jobs.analysis import Derived
 from spark_jobs.exposition import ExpositionPolicy, expose
 
+NONE_DROPPED = {"partitions_per_group": 0, "max_series": 0}
 PER_PARTITION = (
     "kobs_consumergroup_lag_messages",
     "kobs_consumergroup_lag_seconds",
@@ -48,7 +49,7 @@ def test_every_known_group_is_marked_critical_or_not_by_name_or_pattern_per_clus
         ("prod", "payments-eu"): 1,
         ("staging", "billing"): 0,  # critical_groups are per cluster
     }
-    assert dropped == 0 and len(shown) == len(derived) + 4
+    assert dropped == NONE_DROPPED and len(shown) == len(derived) + 4
 
 
 def test_critical_groups_come_from_each_clusters_configuration():
@@ -84,7 +85,8 @@ def test_partitions_per_group_keeps_the_worst_partitions_by_status_then_lag():
     # Group series stay: the group is still ERR, and still marked (not critical here).
     assert served(shown, "kobs_consumergroup_status") == {("prod", "billing"): 2, ("prod", "ledger"): 0}
     assert len(served(shown, "kobs_consumergroup_critical")) == 2
-    assert dropped == 2 * len(PER_PARTITION)  # partitions 0 and 3 of billing, four series each
+    # partitions 0 and 3 of billing, four series each
+    assert dropped == {"partitions_per_group": 2 * len(PER_PARTITION), "max_series": 0}
 
 
 def test_max_series_leaves_out_the_finest_grained_series_first_and_counts_them():
@@ -97,10 +99,19 @@ def test_max_series_leaves_out_the_finest_grained_series_first_and_counts_them()
     # (2 labels) come first; one partition series fills the cap of 6, in their original order.
     critical = Derived("kobs_consumergroup_critical", ("prod", "billing"), 0)
     assert shown == [*topic_level, lag[0], lag[1], *cluster_level, critical]
-    assert dropped == 13 - 6
+    assert dropped == {"partitions_per_group": 0, "max_series": 13 - 6}
 
 
 def test_without_bounds_nothing_is_dropped():
     derived = group("prod", "billing", {str(p): ("OK", p) for p in range(50)})
     shown, dropped = expose(derived, ExpositionPolicy())
-    assert (len(shown), dropped) == (len(derived) + 1, 0)
+    assert (len(shown), dropped) == (len(derived) + 1, NONE_DROPPED)
+
+
+def test_each_bound_counts_what_it_left_out():
+    """Both bounds cut: the per-group one first, the cap counts only what it cut after that."""
+    derived = group("prod", "billing", {str(p): ("OK", p) for p in range(5)})  # 1 + 20 + critical = 22
+    shown, dropped = expose(derived, ExpositionPolicy(partitions_per_group=2, max_series=5))
+    # 2 partitions x 4 series + the group status and mark = 10 after the first bound; the cap keeps 5.
+    assert dropped == {"partitions_per_group": 3 * len(PER_PARTITION), "max_series": 10 - 5}
+    assert len(shown) == 5

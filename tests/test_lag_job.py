@@ -57,7 +57,8 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
         metrics["kobs_source_last_seen_timestamp_seconds", (("cluster", "prod"), ("source", "admin/offsets"))]
         == 30
     )
-    assert metrics["kobs_pipeline_series_dropped", query] == 0
+    for bound in ("max_series", "partitions_per_group"):  # no bounds configured: nothing left out
+        assert metrics["kobs_pipeline_series_dropped", (("bound", bound), *query)] == 0
 
     history = spark.read.parquet(str(tmp_path / "history" / "lag")).collect()
     last = max(history, key=lambda row: row.batch_id)

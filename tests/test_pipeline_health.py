@@ -8,8 +8,10 @@ import pytest
 
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 
+NONE_DROPPED = {"partitions_per_group": 0, "max_series": 0}
 
-def values(health: PipelineHealth, dropped: int = 0) -> dict[tuple[str, tuple[str, ...]], float]:
+
+def values(health: PipelineHealth, dropped=NONE_DROPPED) -> dict[tuple[str, tuple[str, ...]], float]:
     return {(d.name, d.labels): d.value for d in health.metrics(dropped)}
 
 
@@ -17,11 +19,12 @@ def test_counters_add_up_and_sources_keep_their_newest_time():
     health = PipelineHealth("stream")
     health.record(BatchStats(4, 1, {("prod", "admin/offsets"): 100.0, ("prod", "zk/isr"): 98.0}), 105, 107)
     health.record(BatchStats(3, 0, {("prod", "admin/offsets"): 110.0}), 111, 111.5)
-    got = values(health, dropped=12)
+    got = values(health, dropped={"partitions_per_group": 12, "max_series": 3})
     q = ("stream",)
     assert got[("kobs_pipeline_input_records_total", q)] == 7
     assert got[("kobs_pipeline_dead_letters_total", q)] == 1
-    assert got[("kobs_pipeline_series_dropped", q)] == 12
+    assert got[("kobs_pipeline_series_dropped", (*q, "partitions_per_group"))] == 12
+    assert got[("kobs_pipeline_series_dropped", (*q, "max_series"))] == 3
     assert got[("kobs_source_last_seen_timestamp_seconds", ("prod", "admin/offsets"))] == 110
     assert got[("kobs_source_last_seen_timestamp_seconds", ("prod", "zk/isr"))] == 98
     # Completed at 111.5 after 0.5 s; the newest time processed is 110: 1.5 s behind.
@@ -42,7 +45,8 @@ def test_before_any_batch_only_the_counters_exist_at_zero():
     assert got == {
         ("kobs_pipeline_input_records_total", ("stream",)): 0,
         ("kobs_pipeline_dead_letters_total", ("stream",)): 0,
-        ("kobs_pipeline_series_dropped", ("stream",)): 0,
+        ("kobs_pipeline_series_dropped", ("stream", "partitions_per_group")): 0,
+        ("kobs_pipeline_series_dropped", ("stream", "max_series")): 0,
     }
 
 

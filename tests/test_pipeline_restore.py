@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
+import logging
+import pickle
 
+import pyarrow as pa
+from test_flapping import flap, tick
+
+from common.config import Config
 from common.names import PARTITION_END_OFFSET
 from spark_jobs.analysis import Evaluation, Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 from spark_jobs.snapshots import Snapshots
+from spark_jobs.stream import analyses
 
 
 class Counting:
@@ -17,6 +23,7 @@ class Counting:
 
     history_schema = pa.schema([("seen", pa.int64())])
     inputs = frozenset({PARTITION_END_OFFSET})
+    settings = ()
 
     def __init__(self, table: str):
         self.table, self.seen = table, 0
@@ -64,3 +71,87 @@ def test_analyses_added_since_the_snapshot_start_empty_and_removed_ones_are_drop
 def test_without_snapshots_a_pipeline_starts_empty(tmp_path):
     jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
     assert (jobs.last_batch_id, jobs.evaluations, jobs.analyses[0].seen) == (None, {}, 0)
+
+
+CLUSTER = {"name": "c", "bootstrap_servers": "b:9092"}
+DEFAULTS = Config.model_validate({"clusters": [CLUSTER]})
+# Every key spark_jobs.stream.analyses reads, changed.
+CHANGED = Config.model_validate(
+    {
+        "clusters": [
+            CLUSTER
+            | {
+                "broker_disk_bytes": 10**12,
+                "producers": [
+                    {"client_id": "checkout", "url": "http://p:7072/metrics", "topics": ["orders"]}
+                ],
+            }
+        ],
+        "intervals": {"metrics_s": 30, "metadata_s": 60},
+        "analytics": {"flapping": {"flaps": 5, "window_s": 300, "clear_after_s": 1200}},
+    }
+)
+
+
+def test_settings_name_exactly_what_the_configuration_sets_in_each_analysis():
+    """The guard on the design: any other attribute the configuration sets would be restored stale."""
+    for default, changed in zip(analyses(DEFAULTS), analyses(CHANGED), strict=True):
+        differs = {k for k, v in vars(default).items() if pickle.dumps(v) != pickle.dumps(vars(changed)[k])}
+        assert differs == set(default.settings), default.table
+
+
+def test_restored_analyses_take_every_setting_from_the_current_configuration(tmp_path, caplog):
+    Snapshots(tmp_path / "state").save(0, (analyses(DEFAULTS), {}, PipelineHealth("stream")))
+    with caplog.at_level(logging.WARNING, "spark_jobs.analysis"):
+        jobs = Pipeline(lambda: analyses(CHANGED), tmp_path / "history", tmp_path / "state")
+    for restored, fresh in zip(jobs.analyses, analyses(CHANGED), strict=True):
+        assert {s: getattr(restored, s) for s in fresh.settings} == {
+            s: getattr(fresh, s) for s in fresh.settings
+        }
+    changed = [r.getMessage() for r in caplog.records]
+    assert len(changed) == 4  # one line per analysis with settings: all but lag
+    assert (
+        "isr_flapping: configuration changed since the snapshot (flaps 3 -> 5, window_s 600.0 -> 300.0, "
+        "clear_after_s 900.0 -> 1200.0): state kept, new settings applied"
+    ) in changed
+
+
+def flapping_config(**flapping) -> Config:
+    return Config.model_validate({"clusters": [CLUSTER], "analytics": {"flapping": flapping}})
+
+
+def feed(jobs: Pipeline, batch_id: int, observations: list[Observation]) -> float:
+    """Feed one batch; broker 2's flapping partitions afterwards."""
+    jobs.feed(observations, BatchStats(1, 0, {}), batch_id, 0.0)
+    return flapping_partitions(jobs)
+
+
+def flapping_partitions(jobs: Pipeline) -> float:
+    metrics = jobs.evaluations["isr_flapping"].metrics
+    return {(d.name, d.labels): d.value for d in metrics}["kobs_isr_flapping_partitions", ("c", "2")]
+
+
+def restart(run_dir, config: Config) -> Pipeline:
+    return Pipeline(lambda: analyses(config), run_dir / "history", run_dir / "state")
+
+
+def test_a_restart_with_more_flaps_applies_them_to_the_flaps_seen_before_it(tmp_path):
+    """Broker 2 rejoins partition 0's ISR at 30, 130 (before the restart), 230, 330 and 430 s."""
+    for run_dir in (tmp_path / "same", tmp_path / "raised"):
+        first = restart(run_dir, flapping_config(flaps=3))
+        assert feed(first, 0, [*flap(0, 30), *flap(100, 130)]) == 0  # two flaps
+    # Unchanged, the third rejoin within 600 s makes the pair flap.
+    assert feed(restart(tmp_path / "same", flapping_config(flaps=3)), 1, flap(200, 230)) == 1
+    # Raised to 5: three are not enough; the fifth is, counting the two from before the restart.
+    raised = restart(tmp_path / "raised", flapping_config(flaps=5))
+    assert next(a.flaps for a in raised.analyses if a.table == "isr_flapping") == 5
+    assert feed(raised, 1, flap(200, 230)) == 0
+    assert feed(raised, 2, [*flap(300, 330), *flap(400, 430)]) == 1
+
+
+def test_a_shorter_clear_after_ends_a_flapping_state_as_soon_as_the_pipeline_restarts(tmp_path):
+    """Flapping since 230 s, quiet until 600 s: within 900 s of quiet, but past 300 s of it."""
+    first = restart(tmp_path, flapping_config())
+    assert feed(first, 0, [*flap(0, 30), *flap(100, 130), *flap(200, 230), tick(600)]) == 1
+    assert flapping_partitions(restart(tmp_path, flapping_config())) == 1
+    assert flapping_partitions(restart(tmp_path, flapping_config(clear_after_s=300))) == 0  # served at once
