@@ -92,14 +92,17 @@ class JmxError(Exception):
     """One failed query; ``str()`` starts with the reason."""
 
 
-def query(address: str, queries: Iterable[str], timeout_s: float) -> list[JMXQuery]:
-    """Run the queries against ``host:port`` in one jmxquery call; JmxError with the reason on failure."""
-    connection = JMXConnection(f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi")
+def query(
+    address: str, queries: Iterable[str], timeout_s: float, credentials: tuple[str, str] | None = None
+) -> list[JMXQuery]:
+    """Run the queries against ``host:port`` in one jmxquery call, logged in with ``credentials`` (user,
+    password) when given; JmxError with the reason on failure."""
+    connection = JMXConnection(f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi", *(credentials or ()))
     started = time.monotonic()
     try:
         found = connection.query([JMXQuery(q) for q in queries], timeout=timeout_s)
     except subprocess.CalledProcessError as exc:  # the query JVM reports {"error": ..., "message": ...}
-        raise JmxError(_jar_error(exc.output or b"")) from None
+        raise JmxError(_jar_error(exc.output or b"", exc.stderr or b"")) from None
     except AttributeError as exc:  # jmxquery 0.6 fails this way when its JVM times out without output
         if isinstance(exc.__context__, subprocess.TimeoutExpired):
             raise JmxError(f"timeout: no answer within {timeout_s:.1f} s") from None
@@ -111,13 +114,19 @@ def query(address: str, queries: Iterable[str], timeout_s: float) -> list[JMXQue
     return found
 
 
-def _jar_error(output: bytes) -> str:
+def _jar_error(output: bytes, stderr: bytes) -> str:
+    """The reason of a failed query JVM: its JSON error, else its uncaught exception (a refused login)."""
     text = output.decode("utf-8", "replace").strip()
     try:
         doc = json.loads(text, strict=False)  # the query JVM leaves newlines of stack traces unescaped
         return f"{doc['error']}: {' '.join(str(doc['message']).split())}"
     except (ValueError, KeyError, TypeError):
-        return f"query-failed: {text[:300] or 'no output'}"
+        pass
+    uncaught = re.match(r'Exception in thread "main" ([\w.$]+): (.*)', stderr.decode("utf-8", "replace"))
+    if uncaught and uncaught[1] == "java.lang.SecurityException":
+        return f"auth-failed: {uncaught[2]} (check jmx_auth)"
+    first_line = (text or stderr.decode("utf-8", "replace").strip()).split("\n", 1)[0]
+    return f"query-failed: {first_line[:300] or 'no output'}"
 
 
 class JmxSource:
@@ -133,10 +142,12 @@ class JmxSource:
         mapping: Mapping[str, str] = DEFAULT_MAPPING,
         timeout_s: float = 5.0,
         slots: threading.Semaphore | None = None,
+        credentials: tuple[str, str] | None = None,
     ):
         self.cluster, self.name, self.address, self.queries = cluster, name, address, tuple(queries)
         self.labels, self.mapping, self.timeout_s = dict(labels), mapping, timeout_s
         self.slots = slots or threading.Semaphore(1)
+        self.credentials = credentials
 
     def collect(self) -> Scrape:
         ts, deadline = now_ms(), time.monotonic() + self.timeout_s
@@ -144,7 +155,7 @@ class JmxSource:
             error = f"timeout: no free JMX query slot within {self.timeout_s:.1f} s (other queries are slow)"
             return Scrape(Batch(self.cluster, self.name, ts), [error])
         try:
-            found = query(self.address, self.queries, max(0.1, deadline - time.monotonic()))
+            found = query(self.address, self.queries, max(0.1, deadline - time.monotonic()), self.credentials)
         except JmxError as exc:
             return Scrape(Batch(self.cluster, self.name, ts), [f"{exc} (at {self.address})"])
         finally:

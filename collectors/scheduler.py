@@ -35,7 +35,7 @@ from collectors.publisher import Publisher
 from collectors.self_metrics import SelfMetrics
 from collectors.source import Scrape, now_ms
 from collectors.zookeeper_isr import ZooKeeperIsrSource
-from common.config import Config
+from common.config import Cluster, Config, secret
 from common.contract import Batch
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,7 @@ def build_jobs(config: Config) -> list[Job]:
             (f"producer/{p.client_id}", {"client_id": p.client_id}, p.jmx, p.url) for p in cluster.producers
         ]
         mapping = DEFAULT_MAPPING | cluster.exporter_names
+        credentials = _jmx_credentials(cluster)
         for endpoints, interval_s, queries in (
             (brokers, intervals.metrics_s, BROKER_QUERIES),
             (producers, intervals.producers_s, PRODUCER_QUERIES),
@@ -140,13 +141,29 @@ def build_jobs(config: Config) -> list[Job]:
             for name, labels, address, url in endpoints:
                 source: Source = (
                     JmxSource(
-                        cluster.name, name, address, queries, labels, mapping, own(interval_s), jmx_slots
+                        cluster.name,
+                        name,
+                        address,
+                        queries,
+                        labels,
+                        mapping,
+                        own(interval_s),
+                        jmx_slots,
+                        credentials,
                     )
                     if address is not None
                     else ExpositionSource(cluster.name, name, url, labels, mapping, own(interval_s))
                 )
                 jobs.append(Job(cluster.name, source, interval_s))
     return jobs
+
+
+def _jmx_credentials(cluster: Cluster) -> tuple[str, str] | None:
+    """(user, password) for the cluster's JMX endpoints; a clear error when the password variable is unset."""
+    auth = cluster.jmx_auth
+    if auth is None:
+        return None
+    return auth.username, secret(auth.password_env, f"clusters[{cluster.name}].jmx_auth.password_env")
 
 
 def reason_of(error: str) -> str:

@@ -102,6 +102,13 @@ class Security(_Model):
     ssl_key_password_env: str | None = None
 
 
+class JmxAuth(_Model):
+    """The JMX user of a cluster's brokers and producers (``com.sun.management.jmxremote.password.file``)."""
+
+    username: str = Field(min_length=1)
+    password_env: str = Field(min_length=1)  # the environment variable holding the password
+
+
 class JmxEndpoint(_Model):
     broker_id: int = Field(ge=0)
     address: HostPort
@@ -136,6 +143,7 @@ class Cluster(_Model):
     client_properties: dict[str, str | int | float | bool] = {}
     critical_groups: list[str] = []  # consumer group names or shell patterns whose trouble pages
     jmx: list[JmxEndpoint] = []
+    jmx_auth: JmxAuth | None = None  # for every JMX endpoint of the cluster, brokers' and producers'
     exporters: list[ExporterEndpoint] = []
     producers: list[ProducerEndpoint] = []
     broker_disk_bytes: int | None = Field(default=None, gt=0)  # each broker's log.dirs capacity, for runway

@@ -1,8 +1,9 @@
 // Kafka-named MBeans behind real JMX/RMI endpoints, one endpoint per simulated broker, all in one JVM.
 //
 // Usage: java KafkaBeans PORT BEANS_FILE [PORT BEANS_FILE ...]
-// Each PORT gets its own MBean server, RMI registry and JMX connector on 127.0.0.1 (no auth, no SSL), at
-// service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi, as a broker started with com.sun.management.jmxremote.
+// Each PORT gets its own MBean server, RMI registry and JMX connector on 127.0.0.1 (no SSL), at
+// service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi, as a broker started with com.sun.management.jmxremote;
+// with KAFKA_BEANS_CREDENTIALS=user:password in the environment, clients must log in with that user.
 // A BEANS_FILE has one bean per line, "KIND OBJECT_NAME ATTRIBUTE=VALUE ...", with the attribute sets Kafka
 // registers: gauge (Value), meter (Count, MeanRate, One/Five/FifteenMinuteRate, EventType, RateUnit),
 // timer (a meter plus Min, Max, Mean, StdDev, percentiles, LatencyUnit; Yammer metrics), attrs (any names,
@@ -19,6 +20,8 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import javax.security.auth.Subject;
 import javax.management.Attribute;
 import javax.management.AttributeList;
 import javax.management.AttributeNotFoundException;
@@ -28,8 +31,10 @@ import javax.management.MBeanInfo;
 import javax.management.MBeanServer;
 import javax.management.MBeanServerFactory;
 import javax.management.ObjectName;
+import javax.management.remote.JMXAuthenticator;
 import javax.management.remote.JMXConnectorServer;
 import javax.management.remote.JMXConnectorServerFactory;
+import javax.management.remote.JMXPrincipal;
 import javax.management.remote.JMXServiceURL;
 import javax.management.remote.rmi.RMIConnectorServer;
 
@@ -140,6 +145,19 @@ public class KafkaBeans {
         return server;
     }
 
+    /** Accepts exactly the user and password of {@code credentials} ("user:password"), as a broker's JMX
+     * password file would. */
+    static JMXAuthenticator authenticator(String credentials) {
+        String[] expected = credentials.split(":", 2);
+        return given -> {
+            if (!(given instanceof String[] pair) || pair.length != 2
+                    || !expected[0].equals(pair[0]) || !expected[1].equals(pair[1])) {
+                throw new SecurityException("Authentication failed! Invalid username or password");
+            }
+            return new Subject(true, Set.of(new JMXPrincipal(pair[0])), Set.of(), Set.of());
+        };
+    }
+
     static JMXConnectorServer serve(int port, MBeanServer server) throws IOException {
         InetAddress loopback = InetAddress.getLoopbackAddress();
         // One factory instance for the registry and the connector, so that both share the port.
@@ -151,6 +169,10 @@ public class KafkaBeans {
         LocateRegistry.createRegistry(port, null, sockets);
         Map<String, Object> env = new HashMap<>();
         env.put(RMIConnectorServer.RMI_SERVER_SOCKET_FACTORY_ATTRIBUTE, sockets);
+        String credentials = System.getenv("KAFKA_BEANS_CREDENTIALS"); // "user:password": clients must log in
+        if (credentials != null) {
+            env.put(JMXConnectorServer.AUTHENTICATOR, authenticator(credentials));
+        }
         String host = loopback.getHostAddress();
         JMXServiceURL url = new JMXServiceURL(
                 "service:jmx:rmi://" + host + ":" + port + "/jndi/rmi://" + host + ":" + port + "/jmxrmi");

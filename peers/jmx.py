@@ -2,7 +2,8 @@
 
 ``peers/KafkaBeans.java`` is compiled with the local ``javac`` at first use into a cache directory keyed by
 the source's hash. One JVM serves any number of brokers, each on its own 127.0.0.1 port with its own MBean
-server (``service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi``, no auth, no SSL), so a test module pays
+server (``service:jmx:rmi:///jndi/rmi://127.0.0.1:PORT/jmxrmi``, no SSL; with ``credentials`` every
+endpoint requires that user and password, as a broker's JMX password file would), so a test module pays
 for one JVM start. Beans are given as ``{port: ["KIND OBJECT_NAME ATTR=VALUE ...", ...]}`` (see the Java
 file for the kinds).
 """
@@ -39,7 +40,9 @@ def compiled_classes() -> Path:
 
 
 class KafkaBeans(ManagedProcess):
-    def __init__(self, run_dir: Path, beans: Mapping[int, Sequence[str]]):
+    def __init__(
+        self, run_dir: Path, beans: Mapping[int, Sequence[str]], credentials: tuple[str, str] | None = None
+    ):
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         argv = ["java", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", str(compiled_classes()), "KafkaBeans"]
@@ -48,7 +51,8 @@ class KafkaBeans(ManagedProcess):
             path.write_text("\n".join(lines) + "\n")
             argv += [str(port), str(path)]
         self.ports = list(beans)
-        super().__init__("kafka-beans", argv, run_dir, self._ready, ports=self.ports)
+        env = {"KAFKA_BEANS_CREDENTIALS": ":".join(credentials)} if credentials else {}
+        super().__init__("kafka-beans", argv, run_dir, self._ready, ports=self.ports, env=env)
 
     def _ready(self) -> bool:
         return READY in self.log_path.read_bytes() and all(tcp_ready(p)() for p in self.ports)

@@ -19,7 +19,9 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, series_name
+from collectors.scheduler import build_jobs
 from common import names
+from common.config import Config, ConfigError
 from common.contract import decode
 from peers.jmx import KafkaBeans
 from peers.process import free_port
@@ -179,6 +181,37 @@ def test_producer_metrics_map_with_the_client_id(beans):
 )
 def test_beans_are_named_like_the_exporter_rule_sets(bean, attribute, series):
     assert series_name(bean, attribute) == series
+
+
+def test_a_secured_port_is_scraped_with_the_clusters_jmx_user_and_refuses_a_wrong_password(
+    tmp_path, monkeypatch
+):
+    port = free_port()
+    with KafkaBeans(tmp_path, {port: BROKER_1.splitlines()}, credentials=("monitor", "s3cret")):
+        cluster = {
+            "name": "prod",
+            "bootstrap_servers": ["127.0.0.1:9"],
+            "jmx": [{"broker_id": 1, "address": f"127.0.0.1:{port}"}],
+            "jmx_auth": {"username": "monitor", "password_env": "PROD_JMX_PASSWORD"},
+        }
+        config = Config.model_validate({"clusters": [cluster]})
+
+        def scrape(password: str):
+            monkeypatch.setenv("PROD_JMX_PASSWORD", password)
+            (job,) = [j for j in build_jobs(config) if j.source.name == "jmx/broker-1"]
+            return job.source.collect()
+
+        good = scrape("s3cret")
+        assert good.errors == [] and _by_name(good.batch.samples) == EXPECTED_BROKER_1
+        bad = scrape("guess")
+        assert bad.batch.samples == ()
+        refused = "auth-failed: Authentication failed! Invalid username or password (check jmx_auth)"
+        assert bad.errors == [f"{refused} (at 127.0.0.1:{port})"]
+        anonymous = JmxSource("prod", "jmx/broker-1", f"127.0.0.1:{port}", BROKER_QUERIES, {"broker": "1"})
+        assert anonymous.collect().batch.samples == ()
+    monkeypatch.delenv("PROD_JMX_PASSWORD")
+    with pytest.raises(ConfigError, match=r"clusters\[prod\]\.jmx_auth\.password_env .*PROD_JMX_PASSWORD"):
+        build_jobs(config)
 
 
 def test_a_closed_port_is_an_error_with_the_reason_not_an_exception():
