@@ -19,9 +19,11 @@ the authority for partition state, and reading it costs no more than the full di
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +37,7 @@ from common.contract import Batch, Event
 SOURCE = "zookeeper/isr"
 NOTIFICATIONS = "/isr_change_notification"
 TOPICS = "/brokers/topics"
+IN_FLIGHT = 1_000  # znode reads pipelined at once in a full read
 
 
 def parse_state(raw: bytes) -> PartitionState:
@@ -103,30 +106,44 @@ class ZooKeeperIsrSource:
         return Scrape(Batch(self.cluster, SOURCE, now_ms(), samples, tuple(events)), errors)
 
     # -- reading and recording --------------------------------------------------------------------------
+    def _get_many(self, paths: Iterable[str]) -> Iterator[bytes | None]:
+        """The data of each znode (None when it does not exist), read with up to ``IN_FLIGHT`` requests
+        pipelined on the session: one round trip per chunk instead of one per znode."""
+        paths = iter(paths)
+        while chunk := [self._zk.get_async(path) for path in itertools.islice(paths, IN_FLIGHT)]:
+            for request in chunk:
+                try:
+                    yield request.get()[0]
+                except NoNodeError:
+                    yield None
+
     def _read_state(self, key: PartitionKey) -> PartitionState | None:
         try:
             raw, _ = self._zk.get(f"{TOPICS}/{key[0]}/partitions/{key[1]}/state")
-            return parse_state(raw)
         except NoNodeError:
             return None
-        except (ValueError, KeyError, TypeError) as exc:
-            self._error(f"state of {key[0]}-{key[1]}: {exc}")
         except KazooException as exc:
             self._error(f"reading state of {key[0]}-{key[1]}: {exc!r}")
-        return None
+            return None
+        return self._state(key, raw)
 
-    def _read_assignment(self, topic: str) -> dict[int, tuple[int, ...]]:
-        """Replicas per partition of ``topic`` (none known when its assignment is malformed); {} if gone."""
-        path = f"{TOPICS}/{topic}"
+    def _state(self, key: PartitionKey, raw: bytes) -> PartitionState | None:
         try:
-            raw, _ = self._zk.get(path)
+            return parse_state(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._error(f"state of {key[0]}-{key[1]}: {exc}")
+            return None
+
+    def _assignment(self, topic: str, raw: bytes) -> dict[int, tuple[int, ...]]:
+        """Replicas per partition of ``topic``; its partitions without replicas when malformed."""
+        try:
+            return parse_assignment(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._error(f"assignment of {topic}: {exc}")
             try:
-                return parse_assignment(raw)
-            except (ValueError, KeyError, TypeError) as exc:
-                self._error(f"assignment of {topic}: {exc}")
-                return {int(p): () for p in self._zk.get_children(f"{path}/partitions")}
-        except NoNodeError:
-            return {}  # deleted while we read
+                return {int(p): () for p in self._zk.get_children(f"{TOPICS}/{topic}/partitions")}
+            except NoNodeError:
+                return {}  # deleted while we read
 
     def _record(self, key: PartitionKey, state: PartitionState, ts_ms: int) -> None:
         """Under the lock: remember ``state`` (with the replicas known before when it has none), queue an
@@ -147,11 +164,19 @@ class ZooKeeperIsrSource:
     def _full_diff(self) -> None:
         ts, states = now_ms(), {}
         try:
-            for topic in self._zk.get_children(TOPICS):
-                for partition, replicas in self._read_assignment(topic).items():
-                    state = self._read_state((topic, partition))
-                    if state is not None:
-                        states[(topic, partition)] = replace(state, replicas=replicas)
+            topics = self._zk.get_children(TOPICS)
+            assignments = dict(zip(topics, self._get_many(f"{TOPICS}/{t}" for t in topics), strict=True))
+            replicas = {
+                (topic, partition): assigned
+                for topic, raw in assignments.items()
+                if raw is not None  # deleted while we read
+                for partition, assigned in self._assignment(topic, raw).items()
+            }
+            paths = (f"{TOPICS}/{t}/partitions/{p}/state" for t, p in replicas)
+            for key, raw in zip(replicas, self._get_many(paths), strict=True):
+                state = self._state(key, raw) if raw is not None else None
+                if state is not None:
+                    states[key] = replace(state, replicas=replicas[key])
         except NoNodeError:
             pass  # no topics yet
         except KazooException as exc:
