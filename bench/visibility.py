@@ -11,11 +11,12 @@ poll interval is the resolution (a value is seen at most one interval after it w
 from __future__ import annotations
 
 import bisect
-import itertools
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET
 
 Source = tuple[str, str]  # (cluster, source)
 
@@ -40,10 +41,6 @@ class Appearances:
             if not seen or seen[-1] != value:
                 seen.append(value)
                 self._times.setdefault(key, []).append(at_s)
-
-    def changes(self, key: Hashable) -> list[float]:
-        """Poll times at which the series showed a new value (its first appearance included)."""
-        return list(self._times.get(key, ()))
 
     def first_reaching(self, key: Hashable, value: float) -> float | None:
         """The first poll time the series showed ``value`` or more (for a series that only grows); None if
@@ -118,12 +115,20 @@ def summarize(seconds: list[float]) -> Summary:
     return Summary(float(p50), float(p95), float(top))
 
 
-def in_step(handle: list[float], derived: list[float]) -> tuple[int, int]:
-    """Whether a derived metric is updated no later than the handle, given the poll times each changed at
-    (ascending): of the handle's changes after its first, how many came with a derived change since the
-    handle's previous change, out of how many. For a source whose every report changes the derived metric."""
-    steps = list(itertools.pairwise(handle))
-    held = sum(
-        1 for before, at in steps if bisect.bisect_right(derived, at) > bisect.bisect_right(derived, before)
-    )
-    return held, len(steps)
+def lag_of(samples: Iterable[list]) -> dict[tuple[str, str, str], float]:
+    """Lag in messages per (group, topic, partition) stated by an offsets scrape's contract samples
+    (``[name, labels, value]``): the partition's end offset minus the group's committed offset."""
+    ends = {(lb["topic"], lb["partition"]): v for name, lb, v in samples if name == PARTITION_END_OFFSET}
+    return {
+        (lb["group"], lb["topic"], lb["partition"]): ends[lb["topic"], lb["partition"]] - v
+        for name, lb, v in samples
+        if name == GROUP_COMMITTED_OFFSET and (lb["topic"], lb["partition"]) in ends
+    }
+
+
+def agreement(shown: Mapping[float, Mapping], expected: Mapping[float, Mapping]) -> tuple[int, int]:
+    """Of the scrapes (by sample time) for which a derived metric was ``shown`` at the first poll with the
+    handle at their time and whose ``expected`` values are known, how many showed every expected value."""
+    known = [t for t in shown if t in expected]
+    held = sum(all(shown[t].get(key) == value for key, value in expected[t].items()) for t in known)
+    return held, len(known)
