@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.visibility import (
     Appearances,
     Arrivals,
+    Batch,
     Freshness,
     Source,
     agreement,
@@ -166,15 +167,14 @@ class _Page(NamedTuple):
 
     handle: dict[Source, float]  # the last-seen gauge per (cluster, source)
     lag: dict[tuple[str, str, str], float]  # the lag gauges by (group, topic, partition)
-    last_batch: float | None  # when the last micro-batch completed (wall clock)
-    duration: float | None  # how long the pipeline took for it
+    batch: Batch | None  # the last micro-batch completed
 
 
 def _poll(url: str) -> _Page:
     with urllib.request.urlopen(url, timeout=5) as response:
         lines = response.read().decode().splitlines()
     text = "\n".join(line for line in lines if line.startswith((HANDLE, DERIVED, LAST_BATCH, DURATION)))
-    handle, lag, batch = {}, {}, {}
+    handle, lag, last = {}, {}, {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == HANDLE:
@@ -183,15 +183,15 @@ def _poll(url: str) -> _Page:
                 labels = sample.labels
                 lag[labels["group"], labels["topic"], labels["partition"]] = sample.value
             else:
-                batch[sample.name] = sample.value
-    return _Page(handle, lag, batch.get(LAST_BATCH), batch.get(DURATION))
+                last[sample.name] = sample.value
+    return _Page(handle, lag, Batch(last[LAST_BATCH], last[DURATION]) if LAST_BATCH in last else None)
 
 
 def _first_batch(url: str) -> float:
     """Wall time the first micro-batch was seen done."""
     deadline = time.monotonic() + WARM_UP_S
     while time.monotonic() < deadline:
-        if _poll(url).last_batch is not None:
+        if _poll(url).batch is not None:
             return time.time()
         time.sleep(POLL_S)
     raise RuntimeError(f"kobs bench freshness: no micro-batch completed within {WARM_UP_S:g} s")
@@ -201,7 +201,7 @@ class _Measured(NamedTuple):
     freshness: Freshness
     lag_agrees: tuple[int, int]  # offsets scrapes whose lag the gauges showed with the handle, of how many
     sources: int
-    batches: list[float]  # the pipeline's duration of each micro-batch completed in the window
+    batches: list[float]  # the pipeline's time of each micro-batch completed in the window
 
 
 def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: float) -> _Measured:
@@ -210,7 +210,7 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
     handle, arrivals = Appearances(), Arrivals()
     offsets: dict[float, list] = {}  # offsets samples by sample time, from the topic
     shown: dict[float, dict] = {}  # lag gauges at the first poll showing each offsets scrape
-    batches: dict[float, float] = {}  # the pipeline's duration by batch completion time
+    batches: dict[float, Batch] = {}  # the last micro-batch completed, by poll time
     last_s = first_s + seconds
     while True:
         began = time.monotonic()
@@ -220,20 +220,20 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
         for (_cluster, source), t_s in page.handle.items():
             if source == OFFSETS and t_s not in shown:
                 shown[t_s] = page.lag
-        if page.last_batch is not None and page.last_batch > first_s:
-            batches[page.last_batch] = page.duration
+        batches[at_s] = page.batch
         while not records.empty():
             source, t_s, produced_s, readable_s, samples = records.get()
             arrivals.add(source, t_s, produced_s, readable_s)
             if samples:
                 offsets.setdefault(t_s, []).extend(samples)
         window = arrivals.between(first_s, min(at_s, last_s))
-        if at_s >= last_s and (at_s >= last_s + DRAIN_S or not freshness(window, handle).unseen):
+        if at_s >= last_s and (at_s >= last_s + DRAIN_S or not freshness(window, handle, batches).unseen):
             break
         time.sleep(max(0.0, POLL_S - (time.monotonic() - began)))
     expected = {t_s: lag_of(samples) for t_s, samples in offsets.items()}
     sources = len({s.source for s in window})
-    return _Measured(freshness(window, handle), agreement(shown, expected), sources, list(batches.values()))
+    pipelines = [b.pipeline_s for b in set(batches.values()) if b.completed_s > first_s]
+    return _Measured(freshness(window, handle, batches), agreement(shown, expected), sources, pipelines)
 
 
 def _print_settings(config: Config, started_s: float) -> None:
@@ -271,7 +271,11 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
         f"{summarize(result.produced)}\n"
         f"kobs stream, sample time -> visible on the derived exporter: {visible}\n"
         f"  added by the stream (visible - readable, per scrape): {summarize(result.added)}\n"
-        f"  {len(measured.batches)} micro-batches, the pipeline's part of each ({DURATION}): "
+        f"    readable -> start of the pipeline of the micro-batch that showed it: "
+        f"{summarize(result.waited)}\n"
+        f"    that pipeline (Spark's read of the batch, collect to the driver, analyses, history): "
+        f"{summarize(result.pipeline)}\n"
+        f"  {len(measured.batches)} micro-batches completed, the pipeline's time of each ({DURATION}): "
         f"{summarize(measured.batches)}\n"
         f"same batch: the lag gauges ({DERIVED}) showed the lag of {held} of {known} offsets scrapes at "
         f"the first poll showing the scrape's time on {HANDLE}\n"

@@ -74,29 +74,49 @@ class Arrivals:
         return sorted((s for s in self._scrapes.values() if first_s <= s.t_s <= last_s), key=lambda s: s.t_s)
 
 
+class Batch(NamedTuple):
+    """The micro-batch a poll showed as the last one completed."""
+
+    completed_s: float
+    pipeline_s: float  # how long ``Pipeline.process`` took: its start is completed_s - pipeline_s
+
+
 class Freshness(NamedTuple):
-    """Seconds per scrape that became visible: sample time → produced, → readable, → visible; and
-    readable → visible (what the stream adds). ``unseen``: scrapes read but never visible."""
+    """Seconds per scrape that became visible: sample time → produced, → readable, → visible; readable →
+    visible (what the stream adds), split into readable → the start of the pipeline of the micro-batch
+    that showed it (``waited``) and that pipeline's own time (``pipeline``). ``unseen``: scrapes read but
+    never visible."""
 
     produced: list[float]
     readable: list[float]
     visible: list[float]
     added: list[float]
+    waited: list[float]
+    pipeline: list[float]
     unseen: int
 
 
-def freshness(scrapes: list[Scrape], handle: Appearances) -> Freshness:
-    """Freshness of each scrape; ``handle`` holds the last-seen gauge per :data:`Source`."""
+def freshness(scrapes: list[Scrape], handle: Appearances, batches: Mapping[float, Batch]) -> Freshness:
+    """Freshness of each scrape; ``handle`` holds the last-seen gauge per :data:`Source`, ``batches`` the
+    last micro-batch each poll showed, by poll time."""
     rows, unseen = [], 0
     for s in scrapes:
         visible_s = handle.first_reaching(s.source, s.t_s)
         if visible_s is None:
             unseen += 1
-        else:
-            rows.append(
-                (s.produced_s - s.t_s, s.readable_s - s.t_s, visible_s - s.t_s, visible_s - s.readable_s)
+            continue
+        batch = batches[visible_s]
+        rows.append(
+            (
+                s.produced_s - s.t_s,
+                s.readable_s - s.t_s,
+                visible_s - s.t_s,
+                visible_s - s.readable_s,
+                batch.completed_s - batch.pipeline_s - s.readable_s,
+                batch.pipeline_s,
             )
-    columns = [list(column) for column in zip(*rows, strict=True)] or [[], [], [], []]
+        )
+    columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in range(6)]
     return Freshness(*columns, unseen)
 
 

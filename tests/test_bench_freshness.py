@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bench.visibility import Appearances, Arrivals, agreement, freshness, lag_of, newest_s, summarize
+from bench.visibility import Appearances, Arrivals, Batch, agreement, freshness, lag_of, newest_s, summarize
 from common import names
 
 CLUSTER = "demo"
@@ -56,11 +56,15 @@ def test_freshness_of_each_stage_per_scrape_and_scrapes_never_visible():
     arrivals.add(OFFSETS, 110.0, produced_s=110.25, readable_s=110.5)
     handle.observe(103.0, {BROKER: 100.0})
     handle.observe(114.0, {BROKER: 100.0, OFFSETS: 110.0})
-    result = freshness(arrivals.between(0, 200), handle)
+    # The batches that showed them ran their pipelines from 101.5 to 102.9 and from 112 to 113.8.
+    batches = {103.0: Batch(102.9, 1.4), 114.0: Batch(113.8, 1.8)}
+    result = freshness(arrivals.between(0, 200), handle, batches)
     assert result.produced == [0.25, 0.25]
     assert result.readable == [0.5, 0.5]
     assert result.visible == [3.0, 4.0]  # the broker at 100 (seen at 103), the offsets at 110 (at 114)
     assert result.added == [2.5, 3.5]
+    assert result.waited == pytest.approx([1.0, 1.5])  # readable at 100.5 and 110.5
+    assert result.pipeline == [1.4, 1.8]
     assert result.unseen == 1  # the broker's scrape at 115
 
 
