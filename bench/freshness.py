@@ -13,8 +13,10 @@ micro-batch is done (Spark's warm-up is left out), for ``--seconds`` it
   the same micro-batch, no later than the handle;
 - reads the metrics topic with a plain confluent-kafka consumer, the baseline: when each scrape's records
   are readable, and their Kafka timestamps (when the publisher produced them).
-Scrapes from the last seconds get ``DRAIN_S`` more to become visible. Freshness p50/p95/max of both, what
-the stream adds, and the verdict against issue 5's target are printed.
+Scrapes from the last seconds get ``DRAIN_S`` more to become visible. It prints freshness p50/p95/max of
+both, what the stream adds (split at the start of the pipeline of the micro-batch that showed each scrape,
+from ``kobs_pipeline_last_batch_timestamp_seconds`` and ``..._batch_duration_seconds``) and the verdict
+against issue 5's target.
 """
 
 from __future__ import annotations

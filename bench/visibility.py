@@ -1,11 +1,13 @@
 """When a scrape becomes readable and visible: the bookkeeping of ``kobs bench freshness`` (pure, no I/O).
 
 A scrape is one collector source's report at one sample time, ``(cluster, source, t_s)``; it may span
-several metrics-topic records (``Batch.chunks``), readable when the last of them is. It is *visible* once the
-derived exporter's ``kobs_source_last_seen_timestamp_seconds{cluster, source}`` shows ``t_s`` or later: that
-gauge is the newest time the pipeline has processed for the source, and one source's records stay in order
-in one partition. Polling the exporter gives, per series, the first poll time each new value was seen; the
-poll interval is the resolution (a value is seen at most one interval after it was served).
+several metrics-topic records (``common.contract.Batch.chunks``), readable when the last of them is. It is
+*visible* once the derived exporter's ``kobs_source_last_seen_timestamp_seconds{cluster, source}`` shows
+``t_s`` or later: that gauge is the newest time the pipeline has processed for the source, and one source's
+records stay in order in one partition. Polling the exporter gives, per series, the first poll time each
+new value was seen; the poll interval is the resolution (a value is seen at most one interval after it was
+served). The lag an
+offsets scrape states (:func:`lag_of`) checks the handle against an analysis (:func:`agreement`).
 """
 
 from __future__ import annotations
