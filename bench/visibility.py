@@ -6,8 +6,8 @@ several metrics-topic records (``common.contract.Batch.chunks``), readable when 
 ``t_s`` or later: that gauge is the newest time the pipeline has processed for the source, and one source's
 records stay in order in one partition. Polling the exporter gives, per series, the first poll time each
 new value was seen; the poll interval is the resolution (a value is seen at most one interval after it was
-served). The lag an
-offsets scrape states (:func:`lag_of`) checks the handle against an analysis (:func:`agreement`).
+served). The lag an offsets scrape states (:func:`lag_of`) checks the handle against an analysis
+(:func:`agreement`).
 """
 
 from __future__ import annotations
