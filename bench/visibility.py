@@ -139,10 +139,12 @@ def summarize(seconds: list[float]) -> Summary:
 
 def lag_of(samples: Iterable[list]) -> dict[tuple[str, str, str], float]:
     """Lag in messages per (group, topic, partition) stated by an offsets scrape's contract samples
-    (``[name, labels, value]``): the partition's end offset minus the group's committed offset."""
+    (``[name, labels, value]``): the partition's end offset minus the group's committed offset, never below
+    0 (as Burrow stores it: end and committed offsets are read at slightly different times, and a group
+    that keeps up may have committed past the end offset read a moment before)."""
     ends = {(lb["topic"], lb["partition"]): v for name, lb, v in samples if name == PARTITION_END_OFFSET}
     return {
-        (lb["group"], lb["topic"], lb["partition"]): ends[lb["topic"], lb["partition"]] - v
+        (lb["group"], lb["topic"], lb["partition"]): max(0.0, ends[lb["topic"], lb["partition"]] - v)
         for name, lb, v in samples
         if name == GROUP_COMMITTED_OFFSET and (lb["topic"], lb["partition"]) in ends
     }

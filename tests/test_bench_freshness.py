@@ -77,17 +77,22 @@ def test_percentiles_are_nearest_rank():
     assert str(summarize([1.234])) == "p50 1.23 s, p95 1.23 s, max 1.23 s"
 
 
-def test_lag_stated_by_an_offsets_scrape_is_end_minus_committed():
+def test_lag_stated_by_an_offsets_scrape_is_end_minus_committed_never_negative():
     samples = [
         [names.PARTITION_START_OFFSET, {"topic": "orders", "partition": "0"}, 0.0],
         [names.PARTITION_END_OFFSET, {"topic": "orders", "partition": "0"}, 300.0],
         [names.PARTITION_END_OFFSET, {"topic": "orders", "partition": "1"}, 50.0],
         [names.GROUP_COMMITTED_OFFSET, {"group": "billing", "topic": "orders", "partition": "0"}, 190.0],
         [names.GROUP_COMMITTED_OFFSET, {"group": "billing", "topic": "orders", "partition": "1"}, 50.0],
+        [names.GROUP_COMMITTED_OFFSET, {"group": "audit", "topic": "orders", "partition": "1"}, 52.0],
         [names.GROUP_COMMITTED_OFFSET, {"group": "billing", "topic": "other", "partition": "0"}, 7.0],
     ]
-    # No end offset for other-0 in this scrape: no lag stated for it.
-    assert lag_of(samples) == {("billing", "orders", "0"): 110.0, ("billing", "orders", "1"): 0.0}
+    # audit committed past the end offset read just before: no lag. No end offset for other-0: no lag stated.
+    assert lag_of(samples) == {
+        ("billing", "orders", "0"): 110.0,
+        ("billing", "orders", "1"): 0.0,
+        ("audit", "orders", "1"): 0.0,
+    }
 
 
 def test_agreement_counts_scrapes_whose_every_stated_lag_was_shown():
