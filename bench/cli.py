@@ -14,6 +14,7 @@ from bench.machine import describe
 # name -> module
 BENCHMARKS: dict[str, str] = {
     "collect": "bench.collect",
+    "freshness": "bench.freshness",
     "simulate": "bench.simulate",
     "stream": "bench.stream",
 }

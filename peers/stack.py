@@ -62,6 +62,7 @@ class EmbeddedStack:
     run_dir: Path
     scenario: str = "rf1-incident"
     routing: dict | None = None  # Alertmanager configuration; the shipped routing by default
+    observers: bool = True  # Prometheus, Alertmanager and the app, which read the pipeline but do not feed it
     processes: list[ManagedProcess] = field(default_factory=list)
     config: Config | None = None
     simulation: Runtime | None = None
@@ -98,27 +99,31 @@ class EmbeddedStack:
             doc = {"clusters": [cluster], "sinks": sinks, "app": {"prometheus_url": prometheus_url}}
             config_path.write_text(yaml.safe_dump(doc))
             self.config = load_config(config_path)
-            progress("starting Alertmanager ...")
-            routing = self.routing or yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
-            alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
-            progress("starting Prometheus ...")
-            simulated = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
-            targets = {
-                "kobs-exporter": [sinks["exporter_address"]],
-                "kobs-collector": [sinks["self_metrics_address"]],
-                "simulated-kafka": simulated,
-            }
-            self._add(
-                Prometheus(
-                    self.run_dir,
-                    targets,
-                    rule_files=rule_files(),
-                    alertmanager=alertmanager.address,
-                    scrape_interval="5s",
-                    port=ports["prometheus"],
-                    target_labels={"simulated-kafka": {"cluster": cluster["name"]}},  # raw rules group by it
+            if self.observers:
+                progress("starting Alertmanager ...")
+                routing = self.routing or yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+                alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
+                progress("starting Prometheus ...")
+                simulated = [
+                    url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()
+                ]
+                targets = {
+                    "kobs-exporter": [sinks["exporter_address"]],
+                    "kobs-collector": [sinks["self_metrics_address"]],
+                    "simulated-kafka": simulated,
+                }
+                self._add(
+                    Prometheus(
+                        self.run_dir,
+                        targets,
+                        rule_files=rule_files(),
+                        alertmanager=alertmanager.address,
+                        scrape_interval="5s",
+                        port=ports["prometheus"],
+                        # the raw rules group by cluster
+                        target_labels={"simulated-kafka": {"cluster": cluster["name"]}},
+                    )
                 )
-            )
             topic = self.config.metrics_topic
             progress(f"creating metrics topic {topic.name} ({topic.partitions} partitions) ...")
             create_topic(kafka.bootstrap, topic.name, topic.partitions)
@@ -132,7 +137,7 @@ class EmbeddedStack:
             app = ["app", *config, "--port", str(ports["app"])]
             commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
                 (["collect", *config], f"http://{sinks['self_metrics_address']}/metrics", "self-metrics", 60),
-                (app, f"http://{HOST}:{ports['app']}/", "app", 60),
+                *([(app, f"http://{HOST}:{ports['app']}/", "app", 60)] if self.observers else []),
                 (["stream", *config], f"http://{sinks['exporter_address']}/metrics", "exporter", 180),
             ]
             for command, url, port, timeout_s in commands:

@@ -1,0 +1,286 @@
+"""``kobs bench freshness``: in the demo, how long after a collector's sample time its data is visible on the
+derived exporter of ``kobs stream``, against the part of that before Spark.
+
+It starts the demo's embedded stack (``peers.stack.EmbeddedStack``: tansu with real traffic, ZooKeeper, the
+simulated rf1-incident cluster in real time, ``kobs collect`` and ``kobs stream`` with their defaults)
+without the parts that only read the exporter (Prometheus, Alertmanager, the app). Once the first
+micro-batch is done (Spark's warm-up is left out), for ``--seconds`` it
+- polls the derived exporter every ``POLL_S`` for ``kobs_source_last_seen_timestamp_seconds{cluster,
+  source}``, which the pipeline sets in the same ``Pipeline.feed`` as the analyses' metrics, just after
+  them: a scrape is visible once its source's gauge reaches its sample time (``bench.visibility``);
+- checks that handle against an analysis: at the first poll showing an offsets scrape's time, the lag
+  gauges must show the lag that scrape states (end offset minus committed offset), so they were updated in
+  the same micro-batch, no later than the handle;
+- reads the metrics topic with a plain confluent-kafka consumer, the baseline: when each scrape's records
+  are readable, and their Kafka timestamps (when the publisher produced them).
+Scrapes from the last seconds get ``DRAIN_S`` more to become visible. It prints freshness p50/p95/max of
+both, what the stream adds (split at the start of the pipeline of the micro-batch that showed each scrape,
+from ``kobs_pipeline_last_batch_timestamp_seconds`` and ``..._batch_duration_seconds``) and the verdict
+against issue 5's target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import queue
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.visibility import (
+    Appearances,
+    Arrivals,
+    Batch,
+    Freshness,
+    Source,
+    agreement,
+    freshness,
+    lag_of,
+    newest_s,
+    summarize,
+)
+from collectors.offsets import SOURCE as OFFSETS
+from common.config import Config
+from common.contract import ContractError, parse
+from peers.stack import EmbeddedStack
+
+HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
+TARGET_S = 10.0  # p95 freshness in the demo, issue 5
+POLL_S = 0.2  # exporter polls: the resolution of a visible time
+DRAIN_S = 30.0  # after --seconds, how long the last scrapes may take to become visible
+WARM_UP_S = 300.0  # for the first micro-batch
+HANDLE = "kobs_source_last_seen_timestamp_seconds"
+LAST_BATCH = "kobs_pipeline_last_batch_timestamp_seconds"
+DURATION = "kobs_pipeline_batch_duration_seconds"
+DERIVED = "kobs_consumergroup_lag_messages"  # from every offsets scrape: the demo's lagging group grows
+FETCH_WAIT_MS = 20  # the baseline consumer's longest fetch wait: the resolution of a readable time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seconds",
+        type=_positive,
+        default=150.0,
+        help="how long to measure, after the first micro-batch (default: %(default)g)",
+    )
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the stack
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="kobs-bench-freshness-") as tmp:
+        stack = EmbeddedStack(Path(tmp), observers=False)
+        done, records = threading.Event(), queue.SimpleQueue()
+        threads: list[threading.Thread] = []
+        try:
+            began = time.monotonic()
+            stack.start(progress=lambda _step: None)
+            threads = [_thread(_simulate, stack, done), _thread(_read_topic, stack.config, records, done)]
+            url = f"http://{stack.config.sinks.exporter_address}/metrics"
+            started_s = time.monotonic() - began
+            _print_settings(stack.config, started_s)
+            first_batch_s = _first_batch(url)
+            print(f"first micro-batch done {time.monotonic() - began - started_s:.1f} s later", flush=True)
+            measured = _measure(url, records, first_batch_s, args.seconds)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join(timeout=30)
+            stack.stop()
+    _report(measured, args.seconds, load_before)
+    return 0 if measured.freshness.visible else 1
+
+
+def _thread(target: Callable, *args) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=f"bench-{target.__name__}", daemon=True)
+    thread.start()
+    return thread
+
+
+class _Stop(Exception):
+    pass
+
+
+def _simulate(stack: EmbeddedStack, done: threading.Event) -> None:
+    """Play the scenario in real time, as ``kobs demo`` does, until ``done``."""
+
+    def stop_when_done() -> None:
+        if done.is_set():
+            raise _Stop
+
+    with contextlib.suppress(_Stop):
+        stack.simulation.run(speed=1.0, duration_s=None, on_tick=stop_when_done)
+
+
+def _read_topic(config: Config, records: queue.SimpleQueue, done: threading.Event) -> None:
+    """The baseline: read the metrics topic from the start; put (source, sample time, produced, readable,
+    offsets samples) on ``records`` for every valid record, the wall time it was read as readable."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": ",".join(config.metrics_bootstrap),
+            "group.id": "kobs-bench-freshness",  # never joined: partitions are assigned
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+        }
+    )
+    try:
+        topic = config.metrics_topic.name
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        while not done.is_set():
+            message = consumer.poll(0.1)  # returns as soon as a message is there
+            readable_s = time.time()
+            if message is None or message.error():
+                continue
+            try:
+                doc = parse(message.value())
+            except ContractError:
+                continue  # a dead letter: no scrape to measure
+            source, samples = (doc["cluster"], doc["source"]), doc.get("samples", [])
+            offsets = samples if doc["source"] == OFFSETS else []
+            records.put((source, newest_s(doc), message.timestamp()[1] / 1000, readable_s, offsets))
+    finally:
+        consumer.close()
+
+
+class _Page(NamedTuple):
+    """What one exporter poll showed."""
+
+    handle: dict[Source, float]  # the last-seen gauge per (cluster, source)
+    lag: dict[tuple[str, str, str], float]  # the lag gauges by (group, topic, partition)
+    batch: Batch | None  # the last micro-batch completed
+
+
+def _poll(url: str) -> _Page:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    text = "\n".join(line for line in lines if line.startswith((HANDLE, DERIVED, LAST_BATCH, DURATION)))
+    handle, lag, last = {}, {}, {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == HANDLE:
+                handle[sample.labels["cluster"], sample.labels["source"]] = sample.value
+            elif sample.name == DERIVED:
+                labels = sample.labels
+                lag[labels["group"], labels["topic"], labels["partition"]] = sample.value
+            else:
+                last[sample.name] = sample.value
+    return _Page(handle, lag, Batch(last[LAST_BATCH], last[DURATION]) if LAST_BATCH in last else None)
+
+
+def _first_batch(url: str) -> float:
+    """Wall time the first micro-batch was seen done."""
+    deadline = time.monotonic() + WARM_UP_S
+    while time.monotonic() < deadline:
+        if _poll(url).batch is not None:
+            return time.time()
+        time.sleep(POLL_S)
+    raise RuntimeError(f"kobs bench freshness: no micro-batch completed within {WARM_UP_S:g} s")
+
+
+class _Measured(NamedTuple):
+    freshness: Freshness
+    lag_agrees: tuple[int, int]  # offsets scrapes whose lag the gauges showed with the handle, of how many
+    sources: int
+    batches: list[float]  # the pipeline's time of each micro-batch completed in the window
+
+
+def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: float) -> _Measured:
+    """Poll for ``seconds`` from ``first_s`` (wall clock), then up to ``DRAIN_S`` more while a scrape of
+    the window is not visible yet."""
+    handle, arrivals = Appearances(), Arrivals()
+    offsets: dict[float, list] = {}  # offsets samples by sample time, from the topic
+    shown: dict[float, dict] = {}  # lag gauges at the first poll showing each offsets scrape
+    batches: dict[float, Batch] = {}  # the last micro-batch completed, by poll time
+    last_s = first_s + seconds
+    while True:
+        began = time.monotonic()
+        page = _poll(url)
+        at_s = time.time()
+        handle.observe(at_s, page.handle)
+        for (_cluster, source), t_s in page.handle.items():
+            if source == OFFSETS and t_s not in shown:
+                shown[t_s] = page.lag
+        batches[at_s] = page.batch
+        while not records.empty():
+            source, t_s, produced_s, readable_s, samples = records.get()
+            arrivals.add(source, t_s, produced_s, readable_s)
+            if samples:
+                offsets.setdefault(t_s, []).extend(samples)
+        window = arrivals.between(first_s, min(at_s, last_s))
+        if at_s >= last_s and (at_s >= last_s + DRAIN_S or not freshness(window, handle, batches).unseen):
+            break
+        time.sleep(max(0.0, POLL_S - (time.monotonic() - began)))
+    expected = {t_s: lag_of(samples) for t_s, samples in offsets.items()}
+    sources = len({s.source for s in window})
+    pipelines = [b.pipeline_s for b in set(batches.values()) if b.completed_s > first_s]
+    return _Measured(freshness(window, handle, batches), agreement(shown, expected), sources, pipelines)
+
+
+def _print_settings(config: Config, started_s: float) -> None:
+    intervals, batch = config.intervals, config.metrics_topic.max_records_per_batch
+    print(
+        f"demo stack (tansu with real traffic, ZooKeeper, simulated rf1-incident cluster in real time, "
+        f"kobs collect, kobs stream on local[2]; not started: Prometheus, Alertmanager and the app, which "
+        f"only read the exporter) started in {started_s:.1f} s\n"
+        f"kobs stream trigger: its default, each micro-batch as soon as the previous one ends (no "
+        f"--trigger-seconds), records per batch: {batch or 'unlimited'}\n"
+        f"collector intervals: metrics {intervals.metrics_s:g} s, offsets {intervals.offsets_s:g} s, "
+        f"metadata and ZooKeeper ISR {intervals.metadata_s:g} s, producers {intervals.producers_s:g} s",
+        flush=True,
+    )
+
+
+def _report(measured: _Measured, seconds: float, load_before: tuple[float, float, float]) -> None:
+    result, (held, known) = measured.freshness, measured.lag_agrees
+    load = "/".join(f"{x:.1f}" for x in load_before), "/".join(f"{x:.1f}" for x in os.getloadavg())
+    unseen = f", {result.unseen} read but not visible {DRAIN_S:g} s after the end" if result.unseen else ""
+    print(
+        f"load average (1/5/15 min): {load[0]} before, {load[1]} after\n"
+        f"measured {seconds:g} s from the first micro-batch: {len(result.visible)} scrapes of "
+        f"{measured.sources} sources{unseen}; exporter polled every {POLL_S:g} s, the topic read with "
+        f"{FETCH_WAIT_MS} ms fetch waits (the resolution of each time)"
+    )
+    if not result.visible:
+        print("no scrape became visible on the exporter: nothing to report")
+        return
+    visible = summarize(result.visible)
+    print(
+        f"baseline, sample time -> record readable on the metrics topic (a confluent-kafka consumer): "
+        f"{summarize(result.readable)}\n"
+        f"  of which sample time -> handed to the Kafka producer (the records' timestamps): "
+        f"{summarize(result.produced)}\n"
+        f"kobs stream, sample time -> visible on the derived exporter: {visible}\n"
+        f"  added by the stream (visible - readable, per scrape): {summarize(result.added)}\n"
+        f"    readable -> start of the pipeline of the micro-batch that showed it: "
+        f"{summarize(result.waited)}\n"
+        f"    that pipeline (Spark's read of the batch, collect to the driver, analyses, history): "
+        f"{summarize(result.pipeline)}\n"
+        f"  {len(measured.batches)} micro-batches completed, the pipeline's time of each ({DURATION}): "
+        f"{summarize(measured.batches)}\n"
+        f"same batch: the lag gauges ({DERIVED}) showed the lag of {held} of {known} offsets scrapes at "
+        f"the first poll showing the scrape's time on {HANDLE}\n"
+        f"target (issue 5): p95 freshness <= {TARGET_S:g} s in the demo: {visible.p95:.2f} s — "
+        f"{'pass' if visible.p95 <= TARGET_S else 'missed'}"
+    )
