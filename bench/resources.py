@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
@@ -52,7 +53,8 @@ class Usage:
     (CPU seconds by kind since the start).
 
     Call :meth:`sample` at the end of the measured work, while the processes still live. Servers started
-    with ``peers`` (the benchmark's broker) are not counted.
+    with ``peers`` (the benchmark's broker) are not counted, nor is the sampling itself (reading ``/proc``
+    costs ms per sample, seconds of the driver's CPU over a run).
     """
 
     def __init__(self, every_s: float = 0.2):
@@ -61,6 +63,7 @@ class Usage:
         self._pid = os.getpid()
         self._exclude = {p.pid for p in live_processes()}
         self._cpu0 = usage(self._pid, self._exclude)[1]
+        self._sampling_s = 0.0  # CPU seconds the sampling thread spent
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="usage", daemon=True)
 
@@ -75,11 +78,14 @@ class Usage:
     def sample(self) -> None:
         rss, cpu = usage(self._pid, self._exclude)
         self.peak_rss = max(self.peak_rss, rss)
+        cpu["driver"] -= self._sampling_s
         for kind, seconds in cpu.items():
             self.cpu_s[kind] = max(self.cpu_s[kind], seconds - self._cpu0[kind])
 
     def _run(self) -> None:
+        began = time.thread_time()
         while True:
             self.sample()
+            self._sampling_s = time.thread_time() - began
             if self._stop.wait(self.every_s):
                 return
