@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
 
 import pyarrow as pa
 
@@ -82,7 +81,7 @@ class LagAnalysis:
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()
         return Evaluation(
-            history=[asdict(p) for p in report.partitions],
+            history=[vars(p) for p in report.partitions],  # flat and frozen: no copy needed
             metrics=[*_derived(PARTITION_GAUGES, report.partitions), *_derived(GROUP_GAUGES, report.groups)],
         )
 

@@ -31,7 +31,7 @@ import logging
 import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
 
@@ -337,7 +337,7 @@ class ProducerAnalysis:
                 if cluster == risk.cluster and risk.topic in topics:
                     share = risk.lost_bytes_per_s / writers[cluster, risk.topic]
                     fills[cluster, client_id].append((share, risk.lost_since_s))
-        history = [{**asdict(r), "at_s": self.now_s} for r in risks]
+        history = [{**vars(r), "at_s": self.now_s} for r in risks]
         metrics = []
         for cluster, client_id in sorted(self.clients.keys() | self.topics.keys()):
             row = self._client_row(cluster, client_id, fills.get((cluster, client_id), []))
