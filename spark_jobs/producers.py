@@ -54,6 +54,7 @@ CLIENT_INPUTS = {
 }
 BROKER_COUNTERS = {names.BYTES_IN, names.FAILED_PRODUCE_REQUESTS}
 PARTITION_INPUTS = {names.PARTITION_LEADER, names.PARTITION_ISR, names.LOG_SIZE_BYTES}
+PARTITION_FIELDS = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}  # of PartitionState
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -202,9 +203,9 @@ class ProducerAnalysis:
             return self._client(o)
         elif o.name == names.TOPIC_MIN_ISR and "topic" in o.labels:
             self.min_isr[o.cluster, o.labels["topic"]] = o.value
-        elif o.name in BROKER_COUNTERS and {"broker", "topic"} <= o.labels.keys():
+        elif o.name in BROKER_COUNTERS and "broker" in o.labels and "topic" in o.labels:
             self.rates.add((o.cluster, o.labels["broker"], o.labels["topic"], o.name), o.t_s, o.value)
-        elif o.name in PARTITION_INPUTS and {"topic", "partition"} <= o.labels.keys():
+        elif o.name in PARTITION_INPUTS and "topic" in o.labels and "partition" in o.labels:
             self._partition(o, o.labels["topic"], o.labels["partition"], o.name, o.value)
         else:
             return o.name in BROKER_COUNTERS and "broker" in o.labels  # a broker-wide counter: not ours
@@ -230,11 +231,15 @@ class ProducerAnalysis:
         )
 
     def _partition(self, o: Observation, topic: str, partition: str, name: str, value: float) -> None:
-        state = self.partitions.setdefault((o.cluster, topic, partition), PartitionState(o.t_s, o.t_s))
-        if o.t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
+        key, t_s = (o.cluster, topic, partition), o.t_s
+        state = self.partitions.get(key)
+        if state is None:
+            state = self.partitions[key] = PartitionState(t_s, t_s)
+        elif t_s > state.seen_s:
+            state.seen_s = t_s
+        elif t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
             return  # older than what we know
-        state.seen_s = max(state.seen_s, o.t_s)
-        field_ = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}.get(name)
+        field_ = PARTITION_FIELDS.get(name)
         if field_ is not None and getattr(state, field_) != int(value):
             setattr(state, field_, int(value))
             state.changed_s = o.t_s
