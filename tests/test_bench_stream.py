@@ -135,6 +135,7 @@ def test_the_resource_meter_leaves_out_its_own_sampling():
     sampling = time.process_time() - began
     assert sampling > 0.05  # reading /proc for every sample is not free
     assert used.cpu_s["driver"] < sampling / 2
+    assert used.loads and min(used.loads) >= 0  # the machine's load average, sampled as it ran
 
 
 def test_bad_sizes_are_refused_naming_the_option():
