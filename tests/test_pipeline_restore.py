@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from common.names import PARTITION_END_OFFSET
+from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET
 from spark_jobs.analysis import Evaluation, Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import Pipeline
@@ -64,3 +64,34 @@ def test_analyses_added_since_the_snapshot_start_empty_and_removed_ones_are_drop
 def test_without_snapshots_a_pipeline_starts_empty(tmp_path):
     jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
     assert (jobs.last_batch_id, jobs.evaluations, jobs.analyses[0].seen) == (None, {}, 0)
+
+
+class PickleCounting(Counting):
+    """Counts its own pickling (in a class attribute, which pickles do not carry)."""
+
+    pickled = 0
+
+    def __getstate__(self) -> dict:
+        PickleCounting.pickled += 1
+        return self.__dict__
+
+
+class Commits(PickleCounting):
+    inputs = frozenset({GROUP_COMMITTED_OFFSET})
+
+
+def test_an_analysis_no_batch_fed_is_not_pickled_again_yet_restores_exactly(tmp_path):
+    commit = END._replace(name=GROUP_COMMITTED_OFFSET, labels={"group": "g", "topic": "t", "partition": "0"})
+    make = lambda: [PickleCounting("ends"), Commits("commits")]  # noqa: E731
+    jobs = Pipeline(make, tmp_path / "history", tmp_path / "state")
+    PickleCounting.pickled = 0
+    jobs.feed([END, commit], BatchStats(1, 0, {}), 0, 1.0)  # both fed: both pickled
+    for batch_id in (1, 2):
+        jobs.feed([END], BatchStats(1, 0, {}), batch_id, 1.0)  # only "ends": "commits" keeps its pickle
+    assert PickleCounting.pickled == 2 + 1 + 1
+
+    restarted = Pipeline(make, tmp_path / "history", tmp_path / "state")
+    assert restarted.last_batch_id == 2
+    assert [a.seen for a in restarted.analyses] == [3, 1]
+    assert restarted.evaluations == {"ends": Evaluation([{"seen": 3}]), "commits": Evaluation([{"seen": 1}])}
+    assert restarted.evaluations == jobs.evaluations
