@@ -52,7 +52,7 @@ def run(options: dict[str, str], jobs: Pipeline) -> list[float]:
             if end == start:
                 return seconds
             batch, records, dead_letters, newest_s = [], 0, 0, {}
-            for part in reader.partitions(start, end):
+            for part in (part for task in reader.partitions(start, end) for part in task.slices):
                 for value, _ in fetch(settings, part, reader.read_timeout_s):
                     records += 1
                     try:

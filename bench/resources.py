@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
@@ -49,18 +50,21 @@ def usage(root: int, exclude: Collection[int] = ()) -> tuple[int, Counter[str]]:
 
 class Usage:
     """``with Usage() as used:`` samples the tree every ``every_s``: ``used.peak_rss``, ``used.cpu_s``
-    (CPU seconds by kind since the start).
+    (CPU seconds by kind since the start), ``used.loads`` (the machine's load average: the neighbours').
 
     Call :meth:`sample` at the end of the measured work, while the processes still live. Servers started
-    with ``peers`` (the benchmark's broker) are not counted.
+    with ``peers`` (the benchmark's broker) are not counted, nor is the sampling itself (reading ``/proc``
+    costs ms per sample, seconds of the driver's CPU over a run).
     """
 
     def __init__(self, every_s: float = 0.2):
         self.every_s = every_s
         self.peak_rss, self.cpu_s = 0, Counter()
+        self.loads: list[float] = []  # the machine's 1-minute load average at each sample
         self._pid = os.getpid()
         self._exclude = {p.pid for p in live_processes()}
         self._cpu0 = usage(self._pid, self._exclude)[1]
+        self._sampling_s = 0.0  # CPU seconds the sampling thread spent
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="usage", daemon=True)
 
@@ -75,11 +79,15 @@ class Usage:
     def sample(self) -> None:
         rss, cpu = usage(self._pid, self._exclude)
         self.peak_rss = max(self.peak_rss, rss)
+        self.loads.append(os.getloadavg()[0])
+        cpu["driver"] -= self._sampling_s
         for kind, seconds in cpu.items():
             self.cpu_s[kind] = max(self.cpu_s[kind], seconds - self._cpu0[kind])
 
     def _run(self) -> None:
+        began = time.thread_time()
         while True:
             self.sample()
+            self._sampling_s = time.thread_time() - began
             if self._stop.wait(self.every_s):
                 return

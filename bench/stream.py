@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -70,6 +71,7 @@ class Run:
     batches: list[float]
     peak_rss: int
     cpu_s: Counter[str]
+    load: float  # the machine's mean 1-minute load average while it ran
 
     def rate(self, samples: int) -> float:
         return samples / self.seconds
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             began = time.perf_counter()
             seconds = reference.run(_source_options(config), baseline_jobs)
             used.sample()
-            baseline = Run(time.perf_counter() - began, seconds, used.peak_rss, used.cpu_s)
+            baseline = Run(time.perf_counter() - began, seconds, used.peak_rss, used.cpu_s, mean(used.loads))
         _print("baseline", reference.NAME, baseline, samples)
         spark_jobs, spark = _spark(config, args.master, samples)
     same = _results(baseline_jobs) == _results(spark_jobs)
@@ -163,7 +165,7 @@ def _spark(config: Config, master: str, samples: int) -> tuple[Pipeline, Run]:
         batches = [p.durationMs["triggerExecution"] / 1000 for p in query.recentProgress if p.numInputRows]
     finally:
         session.stop()
-    result = Run(seconds, batches, used.peak_rss, used.cpu_s)
+    result = Run(seconds, batches, used.peak_rss, used.cpu_s, mean(used.loads))
     _print("Spark", f"the kobs stream query on {master}, Trigger.AvailableNow", result, samples)
     return jobs, result
 
@@ -178,7 +180,8 @@ def _print(label: str, what: str, run_: Run, samples: int) -> None:
         f"{run_.rate(samples):,.0f} samples/s; "
         f"{len(ordered)} batches, latency p50 {p50:.2f} s, p95 {p95:.2f} s, max {ordered[-1]:.2f} s "
         f"(first {run_.batches[0]:.2f} s)\n  CPU {cpu:.1f} s ({by_kind}) = {samples / cpu:,.0f} samples "
-        f"per CPU second; peak RSS {run_.peak_rss / 2**20:,.0f} MiB",
+        f"per CPU second; peak RSS {run_.peak_rss / 2**20:,.0f} MiB; load average {run_.load:.1f} "
+        f"({os.cpu_count()} cores; its CPU {cpu / run_.seconds:.0%} of wall time)",
         flush=True,
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
 
 log = logging.getLogger(__name__)
 
@@ -103,3 +104,22 @@ def share_limit(available: Mapping[int, int], limit: int | None) -> dict[int, in
     for p in by_remainder[: limit - sum(take.values())]:
         take[p] += 1
     return take
+
+
+def contiguous_groups(sizes: list[int], groups: int | None) -> list[list[int]]:
+    """Indexes of ``sizes`` cut into at most ``groups`` runs of neighbours with about equal sums.
+
+    The source's read tasks: each costs PySpark a set-up in a Python worker, so a batch needs no more
+    than the cluster has cores; runs of neighbours keep the rows in partition order. Each cut goes where
+    the sum before it is nearest its share of the total. ``None``: one run each.
+    """
+    if groups is None or groups >= len(sizes):
+        return [[i] for i in range(len(sizes))]
+    before = list(accumulate(sizes, initial=0))  # before[i]: the sum of sizes[:i]
+    total, cuts = before[-1], [0]
+    for j in range(1, groups):
+        share = total * j / groups
+        room = range(cuts[-1] + 1, len(sizes) - groups + j + 1)  # every run keeps one item at least
+        cuts.append(min(room, key=lambda i: abs(before[i] - share)))
+    cuts.append(len(sizes))
+    return [list(range(a, b)) for a, b in pairwise(cuts)]

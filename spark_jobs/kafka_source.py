@@ -12,7 +12,9 @@ Options: ``bootstrap.servers`` and ``topic`` (required); ``startingOffsets`` ``e
 ``latest``; ``maxRecordsPerBatch`` (Kafka records, not samples, per micro-batch; default unlimited);
 ``readTimeoutMs`` (a task fails if the broker sends nothing for this long; default 60000); ``names``
 (comma-separated sample names and event types: rows of others are dropped as they are decoded, the
-records' own rows and the dead letters are always kept; default all); any ``kafka.*``
+records' own rows and the dead letters are always kept; default all); ``maxTasks`` (read tasks per
+micro-batch, each a run of neighbouring partitions of about equal records: every task costs PySpark a
+set-up in a Python worker, so more tasks than cores only cost; default one per partition); any ``kafka.*``
 option is passed to librdkafka without the prefix (security settings, for instance).
 
 The stream offset and how resets are handled are described in ``spark_jobs.kafka_offsets``. Planning runs
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -46,7 +49,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.kafka_offsets import SourceOffset, Watermarks, initial_offset, next_offset
+from spark_jobs.kafka_offsets import SourceOffset, Watermarks, contiguous_groups, initial_offset, next_offset
 from spark_jobs.records import to_record_batch
 
 log = logging.getLogger(__name__)
@@ -85,12 +88,22 @@ class KafkaSource(DataSource):
         return KafkaStreamReader(dict(self.options), schema)
 
 
-class KafkaSlice(InputPartition):
-    """Records ``[start, end)`` of one Kafka partition: one Spark task."""
+@dataclass(frozen=True)
+class KafkaSlice:
+    """Records ``[start, end)`` of one Kafka partition."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int):
-        super().__init__((topic, partition, start, end))
-        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaTask(InputPartition):
+    """The slices one Spark task reads, one after the other."""
+
+    def __init__(self, slices: list[KafkaSlice]):
+        super().__init__(tuple(slices))
+        self.slices = slices
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -105,6 +118,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_records = int(limit) if limit else None
         self.read_timeout_s = float(options.get("readtimeoutms", 60000)) / 1000
         self.names = frozenset(options["names"].split(",")) if options.get("names") else None
+        self.max_tasks = int(options["maxtasks"]) if options.get("maxtasks") else None
         self.schema = schema
         self.settings = {"bootstrap.servers": options["bootstrap.servers"]} | {
             key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")
@@ -133,14 +147,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._watermarks()[1]
 
-    def partitions(self, start: dict, end: dict) -> list[KafkaSlice]:
+    def partitions(self, start: dict, end: dict) -> list[KafkaTask]:
         begin, until = SourceOffset.from_json(start), SourceOffset.from_json(end)
         slices = []
         for partition, stop in sorted(until.offsets.items()):
             first = until.starts.get(partition, begin.offsets.get(partition, stop))
             if stop > first:
                 slices.append(KafkaSlice(self.topic, partition, first, stop))
-        return slices
+        groups = contiguous_groups([s.end - s.start for s in slices], self.max_tasks)
+        return [KafkaTask([slices[i] for i in group]) for group in groups]
 
     def stop(self) -> None:
         if self._consumer is not None:
@@ -160,16 +175,17 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return str(description.topic_id or ""), marks
 
     # -- reading (executors) ------------------------------------------------------------------------
-    def read(self, partition: KafkaSlice) -> Iterator:
+    def read(self, partition: KafkaTask) -> Iterator:
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        pending: list[tuple[bytes | None, int, int]] = []
-        for value, offset in fetch(consumer_settings(self.settings), partition, self.read_timeout_s):
-            pending.append((value, partition.partition, offset))
-            if len(pending) >= RECORDS_PER_ARROW_BATCH:
-                yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
-                pending = []
-        if pending:
-            yield to_record_batch(pending, partition.topic, arrow_schema, self.names)
+        for part in partition.slices:
+            pending: list[tuple[bytes | None, int, int]] = []
+            for value, offset in fetch(consumer_settings(self.settings), part, self.read_timeout_s):
+                pending.append((value, part.partition, offset))
+                if len(pending) >= RECORDS_PER_ARROW_BATCH:
+                    yield to_record_batch(pending, part.topic, arrow_schema, self.names)
+                    pending = []
+            if pending:
+                yield to_record_batch(pending, part.topic, arrow_schema, self.names)
 
 
 def fetch(settings: dict, part: KafkaSlice, read_timeout_s: float) -> Iterator[tuple[bytes | None, int]]:

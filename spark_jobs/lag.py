@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from operator import attrgetter
 
 import pyarrow as pa
 
@@ -65,7 +65,8 @@ class LagAnalysis:
     def observe(self, observations: Iterable[Observation]) -> None:
         skipped = 0
         for o in observations:
-            topic, partition, group = (o.labels.get(k) for k in ("topic", "partition", "group"))
+            labels = o.labels
+            topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
             if (
                 topic is None
                 or partition is None
@@ -83,14 +84,15 @@ class LagAnalysis:
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()
         return Evaluation(
-            history=[asdict(p) for p in report.partitions],
+            history=[vars(p) for p in report.partitions],  # flat and frozen: no copy needed
             metrics=[*_derived(PARTITION_GAUGES, report.partitions), *_derived(GROUP_GAUGES, report.groups)],
         )
 
 
 def _derived(gauges: dict[str, Callable], items: tuple) -> Iterable[Derived]:
     for name, value_of in gauges.items():
+        labels_of = attrgetter(*LABELS[name])  # a tuple: every lag metric has cluster and group
         for item in items:
             value = value_of(item)
             if value is not None:
-                yield Derived(name, tuple(getattr(item, label) for label in LABELS[name]), value)
+                yield Derived(name, labels_of(item), value)

@@ -13,6 +13,7 @@ offset below the log start offset) are their own signal, ``lost_messages``, not 
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
@@ -82,12 +83,17 @@ class Window:
         self.points: list[tuple[float, int]] = []
 
     def add(self, t_s: float, value: int) -> None:
-        i = bisect_left(self.points, t_s, key=lambda point: point[0])
-        if i < len(self.points) and self.points[i][0] == t_s:
-            self.points[i] = (t_s, value)
+        points = self.points
+        if not points or t_s > points[-1][0]:  # the usual case: a newer scrape
+            points.append((t_s, value))
         else:
-            self.points.insert(i, (t_s, value))
-        del self.points[: -self.size]
+            i = bisect_left(points, t_s, key=lambda point: point[0])
+            if points[i][0] == t_s:
+                points[i] = (t_s, value)
+            else:
+                points.insert(i, (t_s, value))
+        if len(points) > self.size:
+            del points[: -self.size]
 
     @property
     def last(self) -> int:
@@ -118,8 +124,12 @@ class LagTracker:
             windows, key = self._ends, topic_partition
         else:
             windows, key = self._starts, topic_partition
-        windows.setdefault(key, Window(self.window)).add(sample.t_s, int(sample.value))
-        self._now[sample.cluster] = max(sample.t_s, self._now.get(sample.cluster, sample.t_s))
+        window = windows.get(key)
+        if window is None:
+            window = windows[key] = Window(self.window)
+        window.add(sample.t_s, int(sample.value))
+        if sample.t_s > self._now.get(sample.cluster, -math.inf):
+            self._now[sample.cluster] = sample.t_s
 
     def evaluate(self) -> LagReport:
         """Lag of every group partition whose end offset has been seen, and the status of every group."""

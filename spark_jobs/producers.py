@@ -31,7 +31,7 @@ import logging
 import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
 
@@ -54,6 +54,7 @@ CLIENT_INPUTS = {
 }
 BROKER_COUNTERS = {names.BYTES_IN, names.FAILED_PRODUCE_REQUESTS}
 PARTITION_INPUTS = {names.PARTITION_LEADER, names.PARTITION_ISR, names.LOG_SIZE_BYTES}
+PARTITION_FIELDS = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}  # of PartitionState
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -203,9 +204,9 @@ class ProducerAnalysis:
             return self._client(o)
         elif o.name == names.TOPIC_MIN_ISR and "topic" in o.labels:
             self.min_isr[o.cluster, o.labels["topic"]] = o.value
-        elif o.name in BROKER_COUNTERS and {"broker", "topic"} <= o.labels.keys():
+        elif o.name in BROKER_COUNTERS and "broker" in o.labels and "topic" in o.labels:
             self.rates.add((o.cluster, o.labels["broker"], o.labels["topic"], o.name), o.t_s, o.value)
-        elif o.name in PARTITION_INPUTS and {"topic", "partition"} <= o.labels.keys():
+        elif o.name in PARTITION_INPUTS and "topic" in o.labels and "partition" in o.labels:
             self._partition(o, o.labels["topic"], o.labels["partition"], o.name, o.value)
         else:
             return o.name in BROKER_COUNTERS and "broker" in o.labels  # a broker-wide counter: not ours
@@ -231,11 +232,15 @@ class ProducerAnalysis:
         )
 
     def _partition(self, o: Observation, topic: str, partition: str, name: str, value: float) -> None:
-        state = self.partitions.setdefault((o.cluster, topic, partition), PartitionState(o.t_s, o.t_s))
-        if o.t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
+        key, t_s = (o.cluster, topic, partition), o.t_s
+        state = self.partitions.get(key)
+        if state is None:
+            state = self.partitions[key] = PartitionState(t_s, t_s)
+        elif t_s > state.seen_s:
+            state.seen_s = t_s
+        elif t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
             return  # older than what we know
-        state.seen_s = max(state.seen_s, o.t_s)
-        field_ = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}.get(name)
+        field_ = PARTITION_FIELDS.get(name)
         if field_ is not None and getattr(state, field_) != int(value):
             setattr(state, field_, int(value))
             state.changed_s = o.t_s
@@ -338,7 +343,7 @@ class ProducerAnalysis:
                 if cluster == risk.cluster and risk.topic in topics:
                     share = risk.lost_bytes_per_s / writers[cluster, risk.topic]
                     fills[cluster, client_id].append((share, risk.lost_since_s))
-        history = [{**asdict(r), "at_s": self.now_s} for r in risks]
+        history = [{**vars(r), "at_s": self.now_s} for r in risks]
         metrics = []
         for cluster, client_id in sorted(self.clients.keys() | self.topics.keys()):
             row = self._client_row(cluster, client_id, fills.get((cluster, client_id), []))

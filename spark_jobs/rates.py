@@ -27,7 +27,9 @@ class CounterRates:
         self.points: dict[Hashable, deque[tuple[float, float]]] = {}
 
     def add(self, key: Hashable, t_s: float, value: float) -> None:
-        points = self.points.setdefault(key, deque())
+        points = self.points.get(key)
+        if points is None:
+            points = self.points[key] = deque()
         if points and t_s <= points[-1][0]:
             return  # a replayed or out-of-order scrape adds nothing
         points.append((t_s, value))

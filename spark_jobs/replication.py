@@ -124,8 +124,9 @@ class ReplicationAnalysis:
 
     def _take(self, o: Observation) -> tuple[str, str, str] | None:
         """Apply one observation; the partition it touched, if any."""
-        cluster = self.clusters[o.cluster]
-        cluster.now_s = max(cluster.now_s, o.t_s)
+        cluster, t_s = self.clusters[o.cluster], o.t_s
+        if t_s > cluster.now_s:
+            cluster.now_s = t_s
         if o.event is not None:
             self._take_event(cluster, o)
             return None
@@ -136,9 +137,13 @@ class ReplicationAnalysis:
             if topic is None or partition is None:
                 raise _Malformed
             key = (o.cluster, topic, partition)
-            p = self.partitions.setdefault(key, _Partition(o.t_s))
-            p.seen_s = max(p.seen_s, o.t_s)
-            cluster.metadata_s = max(cluster.metadata_s, o.t_s)
+            p = self.partitions.get(key)
+            if p is None:
+                p = self.partitions[key] = _Partition(t_s)
+            elif t_s > p.seen_s:
+                p.seen_s = t_s
+            if t_s > cluster.metadata_s:
+                cluster.metadata_s = t_s
             value = int(o.value)
             if o.name == names.PARTITION_REPLICAS:
                 p.replicas = value

@@ -19,6 +19,17 @@ log = logging.getLogger(__name__)
 _NAME = re.compile(r"batch-(\d+)\.pickle\Z")
 
 
+class Pickled:
+    """An object's pickle, taken once: it pickles as those bytes and unpickles as the object, so a snapshot
+    need not walk again the state of an analysis no batch has fed since the last one."""
+
+    def __init__(self, obj: Any):
+        self.data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __reduce__(self) -> tuple:
+        return pickle.loads, (self.data,)
+
+
 class Snapshots:
     def __init__(self, directory: str | Path, keep: int = 2):
         self.directory = Path(directory)

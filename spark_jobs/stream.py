@@ -85,6 +85,7 @@ def start_query(
         spark.readStream.format("kobs-kafka")
         .option("topic", config.metrics_topic.name)
         .option("names", ",".join(sorted(jobs.inputs)))  # the rest is dropped as it is decoded
+        .option("maxTasks", spark.sparkContext.defaultParallelism)  # one read task per core at most
     )
     if config.metrics_topic.max_records_per_batch:
         reader = reader.option("maxRecordsPerBatch", config.metrics_topic.max_records_per_batch)

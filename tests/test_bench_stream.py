@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 from test_lag_job import SCRAPES, produce, scrape_batch
 
 from bench import reference
-from bench.resources import tree, usage
+from bench.resources import Usage, tree, usage
 from bench.workload import MESSAGE_BYTES, Shape, Workload
 from common import names
 from common.contract import MAX_ITEMS_PER_RECORD, encode
@@ -124,6 +125,17 @@ def test_the_resource_meter_counts_children_and_leaves_out_excluded_ones():
     finally:
         for child in children:
             child.communicate(b"")
+
+
+def test_the_resource_meter_leaves_out_its_own_sampling():
+    began = time.process_time()
+    with Usage(every_s=0.001) as used:  # this thread idles: nearly all the process's CPU is the sampling
+        time.sleep(0.5)
+        used.sample()
+    sampling = time.process_time() - began
+    assert sampling > 0.05  # reading /proc for every sample is not free
+    assert used.cpu_s["driver"] < sampling / 2
+    assert used.loads and min(used.loads) >= 0  # the machine's load average, sampled as it ran
 
 
 def test_bad_sizes_are_refused_naming_the_option():

@@ -143,6 +143,22 @@ def test_tombstone_and_non_json_become_dead_letters():
     assert doc["reason"].startswith("not UTF-8 JSON") and doc["offset"] == 40 and doc["value_b64"] == "//4="
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {}, NaN]]}',  # not JSON
+        b'{"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {}, Infinity]]}',
+        b'{"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [["m", {"a": "\\ud800"}, 1]]}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+    ids=["bare NaN", "bare Infinity", "lone surrogate", "nested 5000 deep"],
+)
+def test_what_strict_json_lacks_becomes_a_dead_letter(value):
+    # The contract's NaN and infinities are the strings "NaN", "+Inf", "-Inf"; a lone surrogate is no
+    # Unicode text a column could hold.
+    assert decode_or_dead_letter(value).reason.startswith("not UTF-8 JSON")
+
+
 def test_newer_fields_and_event_types_are_kept_compatible():
     doc = {
         "v": 1,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.kafka_offsets import SourceOffset, initial_offset, next_offset, share_limit
+from spark_jobs.kafka_offsets import SourceOffset, contiguous_groups, initial_offset, next_offset, share_limit
+from spark_jobs.kafka_source import SCHEMA, KafkaSlice, KafkaStreamReader
 
 MARKS = {0: (0, 10), 1: (5, 8)}  # partition -> (log start, end)
 
@@ -68,3 +69,27 @@ def test_offset_json_round_trip():
         "resets": 4,
     }
     assert SourceOffset.from_json(offset.to_json()) == offset
+
+
+def test_read_tasks_are_runs_of_neighbouring_partitions_of_about_equal_records():
+    # Six partitions of 5 records in two tasks: 15 + 15.
+    assert contiguous_groups([5] * 6, 2) == [[0, 1, 2], [3, 4, 5]]
+    # 105 records: the cut nearest 52.5 is after 3 (sum 3) rather than after 103.
+    assert contiguous_groups([1, 1, 1, 100, 1, 1], 2) == [[0, 1, 2], [3, 4, 5]]
+    # 21 in three: cuts nearest 7 (6, after three) and 14 (15, after five): 6 + 9 + 6.
+    assert contiguous_groups([1, 2, 3, 4, 5, 6], 3) == [[0, 1, 2], [3, 4], [5]]
+    assert contiguous_groups([100, 1, 1, 1], 3) == [[0], [1], [2, 3]]  # no task left empty
+    assert contiguous_groups([3, 3], 5) == [[0], [1]]  # fewer partitions than tasks allowed
+    assert contiguous_groups([3, 3], None) == [[0], [1]]
+
+
+def test_a_micro_batch_is_planned_as_at_most_max_tasks_tasks_in_partition_order():
+    options = {"bootstrap.servers": "127.0.0.1:9", "topic": "m", "maxTasks": "2"}
+    reader = KafkaStreamReader(options, SCHEMA)
+    start = SourceOffset("id", {0: 0, 1: 5, 2: 7, 3: 0}).to_json()
+    end = SourceOffset("id", {0: 10, 1: 8, 2: 7, 3: 12}).to_json()  # partition 2 has nothing new
+    tasks = reader.partitions(start, end)
+    assert [task.slices for task in tasks] == [
+        [KafkaSlice("m", 0, 0, 10), KafkaSlice("m", 1, 5, 8)],
+        [KafkaSlice("m", 3, 0, 12)],
+    ]

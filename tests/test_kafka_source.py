@@ -77,8 +77,8 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_pa
     )  # fmt: skip
     dead_dir = tmp_path / "dead"
     batches, end = run_available_now(
-        spark, kafka_broker, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2
-    )
+        spark, kafka_broker, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2, maxTasks=1
+    )  # one task reads both partitions
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
     rows = [r for _, rows in batches for r in rows]

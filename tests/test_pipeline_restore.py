@@ -9,7 +9,7 @@ import pyarrow as pa
 from test_flapping import flap, tick
 
 from common.config import Config
-from common.names import PARTITION_END_OFFSET
+from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET
 from spark_jobs.analysis import Evaluation, Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import Pipeline
@@ -155,3 +155,34 @@ def test_a_shorter_clear_after_ends_a_flapping_state_as_soon_as_the_pipeline_res
     assert feed(first, 0, [*flap(0, 30), *flap(100, 130), *flap(200, 230), tick(600)]) == 1
     assert flapping_partitions(restart(tmp_path, flapping_config())) == 1
     assert flapping_partitions(restart(tmp_path, flapping_config(clear_after_s=300))) == 0  # served at once
+
+
+class PickleCounting(Counting):
+    """Counts its own pickling (in a class attribute, which pickles do not carry)."""
+
+    pickled = 0
+
+    def __getstate__(self) -> dict:
+        PickleCounting.pickled += 1
+        return self.__dict__
+
+
+class Commits(PickleCounting):
+    inputs = frozenset({GROUP_COMMITTED_OFFSET})
+
+
+def test_an_analysis_no_batch_fed_is_not_pickled_again_yet_restores_exactly(tmp_path):
+    commit = END._replace(name=GROUP_COMMITTED_OFFSET, labels={"group": "g", "topic": "t", "partition": "0"})
+    make = lambda: [PickleCounting("ends"), Commits("commits")]  # noqa: E731
+    jobs = Pipeline(make, tmp_path / "history", tmp_path / "state")
+    PickleCounting.pickled = 0
+    jobs.feed([END, commit], BatchStats(1, 0, {}), 0, 1.0)  # both fed: both pickled
+    for batch_id in (1, 2):
+        jobs.feed([END], BatchStats(1, 0, {}), batch_id, 1.0)  # only "ends": "commits" keeps its pickle
+    assert PickleCounting.pickled == 2 + 1 + 1
+
+    restarted = Pipeline(make, tmp_path / "history", tmp_path / "state")
+    assert restarted.last_batch_id == 2
+    assert [a.seen for a in restarted.analyses] == [3, 1]
+    assert restarted.evaluations == {"ends": Evaluation([{"seen": 3}]), "commits": Evaluation([{"seen": 1}])}
+    assert restarted.evaluations == jobs.evaluations
