@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from collectors.admin import topics
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
 from collectors.offsets import GroupInfo, OffsetsSource, offset_samples
@@ -115,6 +117,32 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert time.monotonic() - started < 10  # generous safety bound: the timeout is honoured
     assert scrape.batch.samples == ()
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
+
+
+def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_broker):
+    # A cluster that does not answer keeps the first request out for its whole timeout; a second caller
+    # arriving meanwhile gets that request's outcome, the very same exception, instead of sending its own.
+    dead = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    outcomes = {}
+
+    def ask(who):
+        try:
+            topics(dead, timeout_s=4.0)
+        except Exception as exc:
+            outcomes[who] = exc
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    time.sleep(0.5)
+    ask("second")
+    first.join()
+    assert outcomes["second"] is outcomes["first"]
+    # Requests one after the other are not shared: each answer is the cluster's state when asked.
+    live = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    before = topics(live, timeout_s=10)
+    create_topic(kafka_broker.bootstrap, "shared-metadata-new", 1)
+    after = topics(live, timeout_s=10)
+    assert "shared-metadata-new" in after and "shared-metadata-new" not in before
 
 
 def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker, cluster):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collectors.metadata import MetadataSource
-from collectors.scheduler import _Connected, build_jobs
+from collectors.scheduler import _Connected, build_jobs, next_due
 from common.config import Config
 
 
@@ -26,3 +26,16 @@ def test_isr_changes_come_from_one_source(cluster, zookeeper_watch, metadata_eve
     assert any(isinstance(job.source, _Connected) for job in jobs) == zookeeper_watch
     (metadata,) = [job.source for job in jobs if isinstance(job.source, MetadataSource)]
     assert metadata.events == metadata_events
+
+
+@pytest.mark.parametrize(
+    ("due", "now", "expected"),
+    [
+        (0.0, 100.0, 110.0),  # first scrape: the grid starts now
+        (110.0, 110.04, 120.0),  # started a tick late: the grid does not drift
+        (110.0, 119.99, 120.0),  # a slow scrape that still ended within its interval
+        (110.0, 125.0, 135.0),  # overran a whole interval: a new grid from now
+    ],
+)
+def test_sources_are_due_on_a_fixed_grid_of_their_interval(due, now, expected):
+    assert next_due(due, 10.0, now) == pytest.approx(expected)
