@@ -1,10 +1,10 @@
 """Consumer-group and log offsets via the Admin API: what lag is computed from downstream.
 
-Per scrape: list topics; the log start and end offsets of every partition (ListOffsets earliest and latest
+Per scrape: list groups, describe them (state, members) and read each group's committed offsets; meanwhile
+list topics and read the log start and end offsets of every partition (ListOffsets earliest and latest
 through a consumer's ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
-time: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at 100,000 partitions);
-meanwhile list groups, describe them (state, members) and read each group's committed offsets. Lag itself
-(end - committed) is left to the jobs, which also see history.
+time: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at 100,000 partitions).
+Lag itself (end - committed) is left to the jobs, which also see history.
 """
 
 from __future__ import annotations
@@ -47,27 +47,22 @@ class GroupInfo:
 Offsets = Mapping[tuple[str, int], int]
 
 
-def offset_samples(
-    starts: Offsets, ends: Offsets, committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]
-) -> list[Sample]:
-    """Samples for log start/end offsets, committed offsets (a group's -1 "no commit" is left out), groups."""
+def log_offset_samples(starts: Offsets, ends: Offsets) -> list[Sample]:
+    """Log start and end offset of every partition; one labels dict per partition (memory at 100,000)."""
+    labels = {key: {"topic": key[0], "partition": str(key[1])} for key in starts.keys() | ends.keys()}
+    return [Sample(names.PARTITION_START_OFFSET, labels[k], v) for k, v in sorted(starts.items())] + [
+        Sample(names.PARTITION_END_OFFSET, labels[k], v) for k, v in sorted(ends.items())
+    ]
 
-    shared: dict[tuple[str, int], dict[str, str]] = {}  # one labels dict per partition: memory at 100k
 
-    def tp(key: tuple[str, int]) -> dict[str, str]:
-        labels = shared.get(key)
-        if labels is None:
-            labels = shared[key] = {"topic": key[0], "partition": str(key[1])}
-        return labels
-
-    samples = [Sample(names.PARTITION_START_OFFSET, tp(k), v) for k, v in sorted(starts.items())]
-    samples += [Sample(names.PARTITION_END_OFFSET, tp(k), v) for k, v in sorted(ends.items())]
-    for group, offsets in sorted(committed.items()):
-        samples += [
-            Sample(names.GROUP_COMMITTED_OFFSET, {"group": group, **tp(k)}, v)
-            for k, v in sorted(offsets.items())
-            if v >= 0
-        ]
+def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
+    """Committed offsets (a group's -1 "no commit" is left out), state and members of every group."""
+    samples = [
+        Sample(names.GROUP_COMMITTED_OFFSET, {"group": group, "topic": topic, "partition": str(p)}, v)
+        for group, offsets in sorted(committed.items())
+        for (topic, p), v in sorted(offsets.items())
+        if v >= 0
+    ]
     for info in sorted(groups, key=lambda g: g.group):
         samples.append(Sample(names.GROUP_INFO, {"group": info.group, "state": info.state}, 1))
         if info.members is not None:
@@ -87,18 +82,19 @@ class OffsetsSource:
         self._consumer = Consumer(cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"})
 
     def collect(self) -> Scrape:
-        ts, errors = now_ms(), []
+        ts, errors, group_errors = now_ms(), [], []
         deadline = time.monotonic() + self.timeout_s
-        try:
-            tps = [(t, p) for t, ids in partitions(self._admin, self.timeout_s).items() for p in ids]
-        except Exception as exc:
-            return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
         with ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="kobs-offsets") as pool:
-            group_results = pool.submit(self._groups, deadline, errors)  # meanwhile, on its own thread
+            # the groups need no partition list: their requests (the broker's longest work) go out first,
+            # and their samples are built while the log offsets are out
+            groups = pool.submit(self._group_samples, deadline, group_errors)
+            try:
+                tps = [(t, p) for t, ids in partitions(self._admin, self.timeout_s).items() for p in ids]
+            except Exception as exc:
+                return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
             starts, ends = self._log_offsets(pool, tps, deadline, errors)
-            groups, committed = group_results.result()
-        samples = offset_samples(starts, ends, committed, groups)
-        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors)
+            samples = log_offset_samples(starts, ends) + groups.result()
+        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
 
     def _log_offsets(
         self, pool: ThreadPoolExecutor, tps: list[tuple[str, int]], deadline: float, errors: list[str]
@@ -126,6 +122,10 @@ class OffsetsSource:
                     failures[str(tp.error)] += 1
         errors.extend(f"list_offsets: {n} partitions failed with {reason}" for reason, n in failures.items())
         return found[OFFSET_BEGINNING], found[OFFSET_END]
+
+    def _group_samples(self, deadline: float, errors: list[str]) -> list[Sample]:
+        groups, committed = self._groups(deadline, errors)
+        return group_samples(committed, groups)
 
     def _groups(self, deadline: float, errors: list[str]) -> tuple[list[GroupInfo], dict[str, Offsets]]:
         listed = wait_all(
