@@ -47,14 +47,6 @@ class GroupInfo:
 Offsets = Mapping[tuple[str, int], int]
 
 
-def log_offset_samples(starts: Offsets, ends: Offsets) -> list[Sample]:
-    """Log start and end offset of every partition; one labels dict per partition (memory at 100,000)."""
-    labels = {key: {"topic": key[0], "partition": str(key[1])} for key in starts.keys() | ends.keys()}
-    return [Sample(names.PARTITION_START_OFFSET, labels[k], v) for k, v in sorted(starts.items())] + [
-        Sample(names.PARTITION_END_OFFSET, labels[k], v) for k, v in sorted(ends.items())
-    ]
-
-
 def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
     """Committed offsets (a group's -1 "no commit" is left out), state and members of every group."""
     samples = [
@@ -89,27 +81,30 @@ class OffsetsSource:
             # and their samples are built while the log offsets are out
             groups = pool.submit(self._group_samples, deadline, group_errors)
             try:
-                tps = [(t, p) for t, ids in partitions(self._admin, self.timeout_s).items() for p in ids]
+                listed = partitions(self._admin, self.timeout_s)
             except Exception as exc:
                 return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
-            starts, ends = self._log_offsets(pool, tps, deadline, errors)
-            samples = log_offset_samples(starts, ends) + groups.result()
+            tps = [(t, p) for t in sorted(listed) for p in listed[t]]
+            samples = self._log_offset_samples(pool, tps, deadline, errors) + groups.result()
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
 
-    def _log_offsets(
+    def _log_offset_samples(
         self, pool: ThreadPoolExecutor, tps: list[tuple[str, int]], deadline: float, errors: list[str]
-    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-        """Earliest and latest offset of each partition; the blocking calls run on ``pool``."""
+    ) -> list[Sample]:
+        """Earliest and latest offset of each partition; the blocking calls run on ``pool``, and the samples
+        of each call are made while the later ones are out."""
 
         def fetch(spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
             request = [TopicPartition(t, p, spec) for t, p in chunk]
             return self._consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
 
+        labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
         chunks = [tps[i : i + LOG_OFFSETS_CHUNK] for i in range(0, len(tps), LOG_OFFSETS_CHUNK)]
-        found: dict[int, dict[tuple[str, int], int]] = {OFFSET_BEGINNING: {}, OFFSET_END: {}}
-        calls = [(spec, len(chunk), pool.submit(fetch, spec, chunk)) for spec in found for chunk in chunks]
+        specs = ((names.PARTITION_START_OFFSET, OFFSET_BEGINNING), (names.PARTITION_END_OFFSET, OFFSET_END))
+        calls = [(name, len(c), pool.submit(fetch, spec, c)) for name, spec in specs for c in chunks]
+        samples: list[Sample] = []
         failures: Counter[str] = Counter()
-        for spec, size, call in calls:
+        for name, size, call in calls:
             try:
                 result = call.result()
             except KafkaException as exc:
@@ -117,11 +112,11 @@ class OffsetsSource:
                 continue
             for tp in result:
                 if tp.error is None:
-                    found[spec][(tp.topic, tp.partition)] = tp.offset
+                    samples.append(Sample(name, labels[tp.topic, tp.partition], tp.offset))
                 else:
                     failures[str(tp.error)] += 1
         errors.extend(f"list_offsets: {n} partitions failed with {reason}" for reason, n in failures.items())
-        return found[OFFSET_BEGINNING], found[OFFSET_END]
+        return samples
 
     def _group_samples(self, deadline: float, errors: list[str]) -> list[Sample]:
         groups, committed = self._groups(deadline, errors)

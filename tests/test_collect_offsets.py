@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from collectors.admin import topics
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
-from collectors.offsets import GroupInfo, OffsetsSource, group_samples, log_offset_samples
+from collectors.offsets import GroupInfo, OffsetsSource, group_samples
 from common import names
 from common.config import Cluster
 from common.contract import Event, Sample, decode, encode
@@ -27,11 +27,7 @@ def _values(samples, name):
     return {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == name}
 
 
-def test_offset_samples_leave_out_missing_commits_and_undescribed_members():
-    assert log_offset_samples(starts={("t", 0): 4}, ends={("t", 0): 9}) == [
-        Sample(names.PARTITION_START_OFFSET, {"topic": "t", "partition": "0"}, 4),
-        Sample(names.PARTITION_END_OFFSET, {"topic": "t", "partition": "0"}, 9),
-    ]
+def test_group_samples_leave_out_missing_commits_and_undescribed_members():
     samples = group_samples(
         committed={"g": {("t", 0): 7, ("t", 1): -1}},
         groups=[GroupInfo("g", "stable", 2), GroupInfo("h", "dead", None)],
