@@ -187,6 +187,7 @@ def test_metadata_reports_each_topics_min_insync_replicas(kafka_broker, cluster)
         (PartitionState(1, (1, 2, 3)), PartitionState(3, (3,)), "shrink"),  # leader died and ISR shrank
         (PartitionState(1, (1,)), PartitionState(-1, (1,)), "leader_change"),  # went offline
         (PartitionState(1, (1, 2)), PartitionState(1, (2, 1)), None),  # order is not a change
+        (PartitionState(2, (1, 2)), PartitionState(2, (1, 2)), None),  # nothing changed
     ],
 )
 def test_classify(old, new, kind):
