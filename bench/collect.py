@@ -123,7 +123,7 @@ def _cycle(args: argparse.Namespace, broker: KafkaBroker, run_dir: Path) -> bool
     print(f"  cycle              {cycle_s:8.2f} s    target < {CYCLE_TARGET_S:g} s      {_verdict(cycle_ok)}")
     print(f"  peak RSS           {rss_mb:8.0f} MB   target < {RSS_TARGET_MB:g} MB    {_verdict(rss_ok)}")
     print(f"  process wall time  {wall_s:8.2f} s    (with Python start, imports, topic check, delivery)")
-    print(f"  process CPU time   {cpu_s:8.2f} s    (user + system, all threads; independent of the load)")
+    print(f"  process CPU time   {cpu_s:8.2f} s    (user + system, all threads: least moved by other load)")
     print(f"  tansu CPU time     {broker_cpu_s:8.2f} s    (the broker answering, on the same two cores)")
     print(f"  samples published  {samples:8,}")
     print(
