@@ -70,7 +70,7 @@ class MetadataSource:
         self.events = events
         self.name = SOURCE
         self.timeout_s = timeout_s
-        self._admin = admin or admin_client(cluster)
+        self._admin = admin if admin is not None else admin_client(cluster)  # len(admin) 0 is falsy
         self._last: dict[PartitionKey, PartitionState] | None = None
 
     def collect(self) -> Scrape:

@@ -39,3 +39,11 @@ def test_isr_changes_come_from_one_source(cluster, zookeeper_watch, metadata_eve
 )
 def test_sources_are_due_on_a_fixed_grid_of_their_interval(due, now, expected):
     assert next_due(due, 10.0, now) == pytest.approx(expected)
+
+
+def test_a_clusters_admin_api_sources_share_one_client():
+    # One client is what lets them share one metadata request (collectors.admin.topics). An AdminClient
+    # with nothing queued has len() 0 and is falsy, so `admin or new_client()` would quietly make two.
+    config = Config.model_validate({"clusters": [{"name": "c", "bootstrap_servers": ["127.0.0.1:9"]}]})
+    offsets, metadata = [job.source for job in build_jobs(config) if job.source.name.startswith("admin/")]
+    assert offsets._admin is metadata._admin
