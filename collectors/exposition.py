@@ -4,8 +4,8 @@ Each exporter series whose name is in the mapping table (:mod:`collectors.mappin
 in the configuration) becomes a canonical sample; everything else (JVM, other beans) is ignored. The page's
 comments and the lines of mapped series are parsed with prometheus_client's parser; the other lines are
 dropped unread first, so parsing (the collector's largest CPU cost) is not spent on what is not ours. A
-malformed page (a malformed line of a mapped series) or a failed request is an error
-with the reason and yields no samples for that scrape.
+malformed page (a malformed line of a mapped series) or a failed request is an error with the reason and
+yields no samples for that scrape.
 """
 
 from __future__ import annotations
