@@ -108,8 +108,7 @@ class Publisher:
     def _ensure_topic(self, timeout_s: float) -> bool:
         assert self._create is not None
         settings, partitions, replication_factor = self._create
-        if self._admin is None:  # not `or`: a client with nothing queued has len() 0, it is falsy
-            self._admin = AdminClient(settings)
+        self._admin = self._admin or AdminClient(settings)
         return ensure_topic(self._admin, self.topic, partitions, replication_factor, timeout_s)
 
     def submit(self, batch: Batch) -> bool:
