@@ -1,11 +1,12 @@
 """Consumer-group and log offsets via the Admin API: what lag is computed from downstream.
 
 Per scrape: list topics; the log start and end offsets of every partition (ListOffsets earliest and latest
-through a consumer's ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
-time: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at 100,000 partitions);
-meanwhile list groups, describe them (state, members) and read each group's committed offsets. Lag itself
-(end - committed) is left to the jobs, which also see history. The topic listing goes out alone: it is
-the first step of the longest chain, and the broker answers it sooner without the group requests.
+through consumers' ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
+time on a consumer each: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at
+100,000 partitions); meanwhile list groups, describe them (state, members) and read each group's committed
+offsets. Lag itself (end - committed) is left to the jobs, which also see history. The topic listing goes
+out alone: it is the first step of the longest chain, and the broker answers it sooner without the group
+requests.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from common.kafka_clients import cluster_settings
 
 SOURCE = "admin/offsets"
 LOG_OFFSETS_CHUNK = 200  # partitions per offsets_for_times call: its CPU cost grows faster than linearly
-PARALLEL_CALLS = 4  # offsets_for_times calls in flight (plus the group requests)
+PARALLEL_CALLS = 3  # offsets_for_times calls in flight, each on its own consumer (plus the group requests)
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,10 @@ class OffsetsSource:
         self.name = SOURCE
         self.timeout_s = timeout_s
         self._admin = admin if admin is not None else admin_client(cluster)  # len(admin) 0 is falsy
-        # log offsets via a consumer's offsets_for_times: one result list per call, no future per partition
-        self._consumer = Consumer(cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"})
+        # log offsets via consumers' offsets_for_times: one result list per call, no future per partition;
+        # one consumer per call in flight, as confluent-kafka runs the calls on one client one at a time
+        settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
+        self._consumers = [Consumer(settings) for _ in range(PARALLEL_CALLS)]
 
     def collect(self) -> Scrape:
         ts, errors, group_errors = now_ms(), [], []
@@ -82,7 +85,7 @@ class OffsetsSource:
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
         tps = [(t, p) for t in sorted(listed) for p in listed[t]]
-        with ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="kobs-offsets") as pool:
+        with ThreadPoolExecutor(PARALLEL_CALLS + 1, thread_name_prefix="kobs-offsets") as pool:
             groups = pool.submit(self._group_samples, deadline, group_errors)  # meanwhile, on its own thread
             samples = self._log_offset_samples(pool, tps, deadline, errors) + groups.result()
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
@@ -93,14 +96,16 @@ class OffsetsSource:
         """Earliest and latest offset of each partition; the blocking calls run on ``pool``, and the samples
         of each call are made while the later ones are out."""
 
-        def fetch(spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
+        def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
             request = [TopicPartition(t, p, spec) for t, p in chunk]
-            return self._consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
+            consumer = self._consumers[i % PARALLEL_CALLS]
+            return consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
         chunks = [tps[i : i + LOG_OFFSETS_CHUNK] for i in range(0, len(tps), LOG_OFFSETS_CHUNK)]
         specs = ((names.PARTITION_START_OFFSET, OFFSET_BEGINNING), (names.PARTITION_END_OFFSET, OFFSET_END))
-        calls = [(name, len(c), pool.submit(fetch, spec, c)) for name, spec in specs for c in chunks]
+        work = [(name, spec, c) for name, spec in specs for c in chunks]
+        calls = [(name, len(c), pool.submit(fetch, i, spec, c)) for i, (name, spec, c) in enumerate(work)]
         samples: list[Sample] = []
         failures: Counter[str] = Counter()
         for name, size, call in calls:
