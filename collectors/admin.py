@@ -1,7 +1,9 @@
-"""Admin API plumbing: one client per watched cluster; waiting on many futures under one deadline."""
+"""Admin API plumbing: one client per watched cluster; waiting on many futures under one deadline; one
+metadata request for the sources of a cluster that ask at the same time."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
@@ -33,13 +35,34 @@ def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: li
     return results
 
 
+_in_flight: dict[int, Future[dict[str, TopicMetadata]]] = {}  # per client: the metadata request out
+_in_flight_lock = threading.Lock()
+
+
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
     """Metadata (partitions: leader, replicas, ISR) of every non-internal topic, in one metadata request.
 
-    Names starting with ``__`` are Kafka's own. Raises KafkaException when the cluster does not answer.
+    Names starting with ``__`` are Kafka's own. Raises KafkaException when the cluster does not answer. A
+    caller that asks while a request of the same client is out gets that request's answer (or exception):
+    the offsets and metadata sources of a cluster, due together, send one request of every partition.
+    The answer is shared: read it, do not change it.
     """
-    found = admin.list_topics(timeout=timeout_s).topics
-    return {name: t for name, t in found.items() if not name.startswith("__")}
+    with _in_flight_lock:
+        flight = _in_flight.get(id(admin))
+        joined = flight is not None
+        if flight is None:
+            flight = _in_flight[id(admin)] = Future()
+    if joined:
+        return flight.result(timeout=timeout_s)
+    try:
+        found = admin.list_topics(timeout=timeout_s).topics
+        flight.set_result({name: t for name, t in found.items() if not name.startswith("__")})
+    except BaseException as exc:
+        flight.set_exception(exc)
+    finally:
+        with _in_flight_lock:
+            del _in_flight[id(admin)]
+    return flight.result()
 
 
 def partitions(admin: AdminClient, timeout_s: float) -> dict[str, list[int]]:

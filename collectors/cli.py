@@ -7,6 +7,7 @@ The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -23,9 +24,14 @@ log = logging.getLogger(__name__)
 
 FLUSH_S = 10.0  # how long the exit waits for Kafka before leaving the rest in the spool
 ERROR_WIDTH = 120
+# A scrape allocates hundreds of thousands of samples, dicts and client objects that live until published;
+# Python's default (a young-generation collection every 700 allocations) spent about a quarter of the
+# collector's CPU traversing them. Reference cycles are still collected, less often.
+GC_THRESHOLD = 20_000
 
 
 def run_collect(config: Config, once: bool) -> int:
+    gc.set_threshold(GC_THRESHOLD)
     try:
         publisher = Publisher.from_config(config).start()
     except TopicError as exc:

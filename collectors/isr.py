@@ -26,6 +26,8 @@ class PartitionState:
 
 def classify(old: PartitionState, new: PartitionState) -> str | None:
     """``shrink``/``expand``/``replace`` when the ISR set changed, else ``leader_change`` or None."""
+    if old.isr == new.isr:  # nearly every partition of every scrape: no sets to build
+        return "leader_change" if old.leader != new.leader else None
     left, joined = set(old.isr) - set(new.isr), set(new.isr) - set(old.isr)
     if left and joined:
         return "replace"

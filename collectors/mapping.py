@@ -68,10 +68,11 @@ def canonical_samples(
     series: Iterable[Series], mapping: Mapping[str, str], labels: Mapping[str, str]
 ) -> list[Sample]:
     """Samples of the series whose name ``mapping`` knows; ``labels`` (e.g. ``broker``) win over theirs."""
-    samples = []
+    samples, fixed = [], dict(labels)
     for name, series_labels, value in series:
         canonical = mapping.get(name)
         if canonical is not None:
             kept = {LABELS[k]: v for k, v in series_labels.items() if k in LABELS}
-            samples.append(Sample(canonical, kept | dict(labels), value))
+            kept.update(fixed)
+            samples.append(Sample(canonical, kept, value))
     return samples

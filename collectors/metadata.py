@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicMetadata
 
@@ -62,7 +63,7 @@ class MetadataSource:
         self.partition_state = partition_state
         self.name = SOURCE
         self.timeout_s = timeout_s
-        self._admin = admin or admin_client(cluster)
+        self._admin = admin if admin is not None else admin_client(cluster)  # len(admin) 0 is falsy
         self._last: dict[PartitionKey, PartitionState] | None = None
 
     def collect(self) -> Scrape:
@@ -72,6 +73,7 @@ class MetadataSource:
             metadata = topics(self._admin, self.timeout_s)
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
+        configs = self._request_configs(sorted(metadata))  # answered while the samples are built
         failed = {name for name, t in metadata.items() if t.error is not None}
         errors += [f"metadata: topic {name}: {metadata[name].error}" for name in sorted(failed)]
         samples, events = [], []
@@ -81,13 +83,13 @@ class MetadataSource:
             # keep the baseline of topics whose metadata failed, so that their next change is still seen
             self._last = states | {k: v for k, v in (self._last or {}).items() if k[0] in failed}
             samples = partition_samples(states)
-        samples += min_isr_samples(self._configs(sorted(metadata), deadline, errors))
+        described = wait_all(configs, deadline, "describe_configs", errors)
+        samples += min_isr_samples({resource.name: config for resource, config in described.items()})
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples), tuple(events)), errors)
 
-    def _configs(self, topics: list[str], deadline: float, errors: list[str]) -> dict[str, dict]:
+    def _request_configs(self, topics: list[str]) -> dict[ConfigResource, Future]:
         futures = {}
         for start in range(0, len(topics), CONFIGS_CHUNK):
             chunk = [ConfigResource(ResourceType.TOPIC, t) for t in topics[start : start + CONFIGS_CHUNK]]
             futures.update(self._admin.describe_configs(chunk, request_timeout=self.timeout_s))
-        described = wait_all(futures, deadline, "describe_configs", errors)
-        return {resource.name: config for resource, config in described.items()}
+        return futures

@@ -1,10 +1,12 @@
 """Consumer-group and log offsets via the Admin API: what lag is computed from downstream.
 
 Per scrape: list topics; the log start and end offsets of every partition (ListOffsets earliest and latest
-through a consumer's ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
-time: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at 100,000 partitions);
-meanwhile list groups, describe them (state, members) and read each group's committed offsets. Lag itself
-(end - committed) is left to the jobs, which also see history.
+through consumers' ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
+time on a consumer each: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at
+100,000 partitions); meanwhile list groups, describe them (state, members) and read each group's committed
+offsets. Lag itself (end - committed) is left to the jobs, which also see history. The topic listing goes
+out alone: it is the first step of the longest chain, and the broker answers it sooner without the group
+requests.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from common.kafka_clients import cluster_settings
 
 SOURCE = "admin/offsets"
 LOG_OFFSETS_CHUNK = 200  # partitions per offsets_for_times call: its CPU cost grows faster than linearly
-PARALLEL_CALLS = 4  # offsets_for_times calls in flight (plus the group requests)
+PARALLEL_CALLS = 3  # offsets_for_times calls in flight, each on its own consumer (plus the group requests)
 
 
 @dataclass(frozen=True)
@@ -47,27 +49,14 @@ class GroupInfo:
 Offsets = Mapping[tuple[str, int], int]
 
 
-def offset_samples(
-    starts: Offsets, ends: Offsets, committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]
-) -> list[Sample]:
-    """Samples for log start/end offsets, committed offsets (a group's -1 "no commit" is left out), groups."""
-
-    shared: dict[tuple[str, int], dict[str, str]] = {}  # one labels dict per partition: memory at 100k
-
-    def tp(key: tuple[str, int]) -> dict[str, str]:
-        labels = shared.get(key)
-        if labels is None:
-            labels = shared[key] = {"topic": key[0], "partition": str(key[1])}
-        return labels
-
-    samples = [Sample(names.PARTITION_START_OFFSET, tp(k), v) for k, v in sorted(starts.items())]
-    samples += [Sample(names.PARTITION_END_OFFSET, tp(k), v) for k, v in sorted(ends.items())]
-    for group, offsets in sorted(committed.items()):
-        samples += [
-            Sample(names.GROUP_COMMITTED_OFFSET, {"group": group, **tp(k)}, v)
-            for k, v in sorted(offsets.items())
-            if v >= 0
-        ]
+def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
+    """Committed offsets (a group's -1 "no commit" is left out), state and members of every group."""
+    samples = [
+        Sample(names.GROUP_COMMITTED_OFFSET, {"group": group, "topic": topic, "partition": str(p)}, v)
+        for group, offsets in sorted(committed.items())
+        for (topic, p), v in sorted(offsets.items())
+        if v >= 0
+    ]
     for info in sorted(groups, key=lambda g: g.group):
         samples.append(Sample(names.GROUP_INFO, {"group": info.group, "state": info.state}, 1))
         if info.members is not None:
@@ -82,38 +71,44 @@ class OffsetsSource:
         self.cluster = cluster
         self.name = SOURCE
         self.timeout_s = timeout_s
-        self._admin = admin or admin_client(cluster)
-        # log offsets via a consumer's offsets_for_times: one result list per call, no future per partition
-        self._consumer = Consumer(cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"})
+        self._admin = admin if admin is not None else admin_client(cluster)  # len(admin) 0 is falsy
+        # log offsets via consumers' offsets_for_times: one result list per call, no future per partition;
+        # one consumer per call in flight, as confluent-kafka runs the calls on one client one at a time
+        settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
+        self._consumers = [Consumer(settings) for _ in range(PARALLEL_CALLS)]
 
     def collect(self) -> Scrape:
-        ts, errors = now_ms(), []
+        ts, errors, group_errors = now_ms(), [], []
         deadline = time.monotonic() + self.timeout_s
         try:
-            tps = [(t, p) for t, ids in partitions(self._admin, self.timeout_s).items() for p in ids]
+            listed = partitions(self._admin, self.timeout_s)
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
-        with ThreadPoolExecutor(PARALLEL_CALLS, thread_name_prefix="kobs-offsets") as pool:
-            group_results = pool.submit(self._groups, deadline, errors)  # meanwhile, on its own thread
-            starts, ends = self._log_offsets(pool, tps, deadline, errors)
-            groups, committed = group_results.result()
-        samples = offset_samples(starts, ends, committed, groups)
-        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors)
+        tps = [(t, p) for t in sorted(listed) for p in listed[t]]
+        with ThreadPoolExecutor(PARALLEL_CALLS + 1, thread_name_prefix="kobs-offsets") as pool:
+            groups = pool.submit(self._group_samples, deadline, group_errors)  # meanwhile, on its own thread
+            samples = self._log_offset_samples(pool, tps, deadline, errors) + groups.result()
+        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
 
-    def _log_offsets(
+    def _log_offset_samples(
         self, pool: ThreadPoolExecutor, tps: list[tuple[str, int]], deadline: float, errors: list[str]
-    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-        """Earliest and latest offset of each partition; the blocking calls run on ``pool``."""
+    ) -> list[Sample]:
+        """Earliest and latest offset of each partition; the blocking calls run on ``pool``, and the samples
+        of each call are made while the later ones are out."""
 
-        def fetch(spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
+        def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
             request = [TopicPartition(t, p, spec) for t, p in chunk]
-            return self._consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
+            consumer = self._consumers[i % PARALLEL_CALLS]
+            return consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
 
+        labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
         chunks = [tps[i : i + LOG_OFFSETS_CHUNK] for i in range(0, len(tps), LOG_OFFSETS_CHUNK)]
-        found: dict[int, dict[tuple[str, int], int]] = {OFFSET_BEGINNING: {}, OFFSET_END: {}}
-        calls = [(spec, len(chunk), pool.submit(fetch, spec, chunk)) for spec in found for chunk in chunks]
+        specs = ((names.PARTITION_START_OFFSET, OFFSET_BEGINNING), (names.PARTITION_END_OFFSET, OFFSET_END))
+        work = [(name, spec, c) for name, spec in specs for c in chunks]
+        calls = [(name, len(c), pool.submit(fetch, i, spec, c)) for i, (name, spec, c) in enumerate(work)]
+        samples: list[Sample] = []
         failures: Counter[str] = Counter()
-        for spec, size, call in calls:
+        for name, size, call in calls:
             try:
                 result = call.result()
             except KafkaException as exc:
@@ -121,11 +116,15 @@ class OffsetsSource:
                 continue
             for tp in result:
                 if tp.error is None:
-                    found[spec][(tp.topic, tp.partition)] = tp.offset
+                    samples.append(Sample(name, labels[tp.topic, tp.partition], tp.offset))
                 else:
                     failures[str(tp.error)] += 1
         errors.extend(f"list_offsets: {n} partitions failed with {reason}" for reason, n in failures.items())
-        return found[OFFSET_BEGINNING], found[OFFSET_END]
+        return samples
+
+    def _group_samples(self, deadline: float, errors: list[str]) -> list[Sample]:
+        groups, committed = self._groups(deadline, errors)
+        return group_samples(committed, groups)
 
     def _groups(self, deadline: float, errors: list[str]) -> tuple[list[GroupInfo], dict[str, Offsets]]:
         listed = wait_all(

@@ -8,6 +8,10 @@ and one source per producer, JMX or exposition (``producers_s``). JMX and exposi
 with the built-in table plus the cluster's ``exporter_names``; all JMX sources share ``JMX_SLOTS`` query
 slots (each query is a JVM).
 
+Sources are due on a fixed grid of their intervals from the start (:func:`next_due`), so sources of the
+same or multiple intervals start together: the offsets and metadata sources of a cluster then share one
+metadata request (:func:`collectors.admin.topics`).
+
 Each scrape runs in a worker thread, at most one in flight per source, under a deadline of one interval: a
 scrape past it is counted as a ``timeout`` error and the source is not run again until it returns (a late
 batch is still published). Errors are counted per source by reason, the first word of the error line
@@ -166,6 +170,14 @@ def _jmx_credentials(cluster: Cluster) -> tuple[str, str] | None:
     return auth.username, secret(auth.password_env, f"clusters[{cluster.name}].jmx_auth.password_env")
 
 
+def next_due(due: float, interval_s: float, now: float) -> float:
+    """When a source starting now (due at ``due``, 0 the first time) is due next: on a fixed grid of
+    intervals, so that sources of equal or multiple intervals stay due together; a new grid from ``now``
+    after a scrape overran a whole interval."""
+    following = due + interval_s
+    return following if due and following > now else now + interval_s
+
+
 def reason_of(error: str) -> str:
     """The label value for an error line: its first word (``fetch``, ``list_offsets``, ``malformed``)."""
     return re.split(r"[\s:]", error.strip(), maxsplit=1)[0] or "unknown"
@@ -202,7 +214,7 @@ class Scheduler:
                 job.future = None  # give up on it: the run must end
         if job.future is None and now >= job.due and not (once and job.scrapes):
             job.scrapes += 1
-            job.started, job.due, job.timed_out = now, now + job.interval_s, False
+            job.started, job.due, job.timed_out = now, next_due(job.due, job.interval_s, now), False
             job.future = self._pool.submit(job.source.collect)
 
     def _finish(self, job: Job, future: Future[Scrape], now: float) -> None:

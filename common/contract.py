@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import json
 import math
+import operator
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -133,19 +135,43 @@ class DeadLetter:
 
 def encode(batch: Batch) -> bytes:
     """Serialise a batch (validated first, so a producer can never write what a reader rejects)."""
+    rows, plain = _sample_rows(batch.samples)
     doc = {
         "v": SCHEMA_VERSION,
         "cluster": batch.cluster,
         "source": batch.source,
         "ts": batch.ts_ms,
-        "samples": [
-            [s.name, s.labels if type(s.labels) is dict else dict(s.labels), _encode_value(s.value)]
-            for s in batch.samples
-        ],
+        "samples": rows,
         "events": [{"type": e.type, "ts": e.ts_ms, **e.fields} for e in batch.events],
     }
-    _validate(doc)
+    _validate(doc | {"samples": []} if plain else doc)  # not plainly valid: find and name the bad sample
     return orjson.dumps(doc)  # compact JSON, UTF-8; several times faster than json.dumps on big batches
+
+
+_NAME, _LABELS, _VALUE = (operator.attrgetter(f) for f in ("name", "labels", "value"))
+
+
+def _sample_rows(samples: tuple[Sample, ...]) -> tuple[list[Any], bool]:
+    """The ``[name, labels, value]`` rows, and whether they are plainly valid.
+
+    The hot path of a collector: the checks of :func:`_validate_sample` run column by column in C loops
+    (types as sets, each distinct metric and label name once), several times faster than sample by sample.
+    """
+    names = list(map(_NAME, samples))
+    labels = [x if type(x) is dict else dict(x) for x in map(_LABELS, samples)]
+    values = list(map(_VALUE, samples))
+    keys = set(itertools.chain.from_iterable(labels))
+    plain = (
+        set(map(type, names)) <= {str}
+        and all(map(_valid_metric_name, set(names)))
+        and set(map(type, keys)) <= {str}
+        and all(map(_valid_label_name, keys))
+        and set(map(type, itertools.chain.from_iterable(map(dict.values, labels)))) <= {str}
+        and set(map(type, values)) <= {int, float}
+    )
+    if plain and math.isfinite(sum(values)):  # a NaN or an infinity makes the sum non-finite
+        return list(zip(names, labels, map(float, values), strict=True)), True  # tuples: JSON arrays
+    return [[n, x, _encode_value(v)] for n, x, v in zip(names, labels, values, strict=True)], plain
 
 
 def parse(value: bytes | None) -> dict[str, Any]:

@@ -43,8 +43,23 @@ kafka_producer_producer_metrics_waiting_threads{client_id="checkout",} 12.0
 kafka_producer_producer_metrics_bufferpool_wait_ratio{client_id="checkout",} 0.85
 """
 
+# Series a broker's page carries that are not ours, around ours: names that extend a mapped name, a
+# malformed line of an unmapped series, tabs as separators, a timestamp.
+NOISY_PAGE = """\
+# TYPE jvm_threads_state gauge
+jvm_threads_state{state="RUNNABLE",} 12.0
+# TYPE kafka_log_log_size gauge
+kafka_log_log_size{topic="orders",partition="0",} 100.0
+kafka_log_log_size_extra{topic="orders",partition="0",} 999.0
+kafka_log_log_numlogsegments{topic="orders",partition="0",} 2.0
+jvm_gc_pause_seconds{gc="G1 Young" 0.5
+kafka_server_replicamanager_leadercount\t7.0
+kafka_server_replicamanager_partitioncount 9.0 1700000000000
+"""
+
 PAGES = {
     "/broker": BROKER_PAGE,
+    "/noisy": NOISY_PAGE,
     "/producer": PRODUCER_PAGE,
     "/malformed": 'kafka_server_replicamanager_underreplicatedpartitions{broker="1" 2\n',
     "/custom": "my_urp 4\n",
@@ -109,6 +124,17 @@ def test_malformed_page_is_an_error_with_reason_and_the_next_scrape_still_works(
     assert len(bad.errors) == 1 and bad.errors[0].startswith("malformed page at")
     good = ExpositionSource("prod", "exporter/broker-2", f"{server}/broker", {"broker": "2"}).collect()
     assert good.errors == [] and len(good.batch.samples) == 6
+
+
+def test_only_mapped_series_are_read_so_a_malformed_unmapped_line_is_no_error(server):
+    scrape = ExpositionSource("prod", "exporter/broker-6", f"{server}/noisy", {"broker": "6"}).collect()
+    b = (("broker", "6"),)
+    assert scrape.errors == []
+    assert _by_name(scrape.batch.samples) == {
+        (names.LOG_SIZE_BYTES, (*b, ("partition", "0"), ("topic", "orders"))): 100.0,
+        (names.LEADER_COUNT, b): 7.0,
+        (names.PARTITION_COUNT, b): 9.0,
+    }
 
 
 def test_http_error_and_closed_port_are_errors_not_exceptions(server):

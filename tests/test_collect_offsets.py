@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from collectors.admin import topics
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
-from collectors.offsets import GroupInfo, OffsetsSource, offset_samples
+from collectors.offsets import GroupInfo, OffsetsSource, group_samples
 from common import names
 from common.config import Cluster
 from common.contract import Event, Sample, decode, encode
@@ -25,16 +27,12 @@ def _values(samples, name):
     return {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == name}
 
 
-def test_offset_samples_leave_out_missing_commits_and_undescribed_members():
-    samples = offset_samples(
-        starts={("t", 0): 4},
-        ends={("t", 0): 9},
+def test_group_samples_leave_out_missing_commits_and_undescribed_members():
+    samples = group_samples(
         committed={"g": {("t", 0): 7, ("t", 1): -1}},
         groups=[GroupInfo("g", "stable", 2), GroupInfo("h", "dead", None)],
     )
     assert samples == [
-        Sample(names.PARTITION_START_OFFSET, {"topic": "t", "partition": "0"}, 4),
-        Sample(names.PARTITION_END_OFFSET, {"topic": "t", "partition": "0"}, 9),
         Sample(names.GROUP_COMMITTED_OFFSET, {"group": "g", "topic": "t", "partition": "0"}, 7),
         Sample(names.GROUP_INFO, {"group": "g", "state": "stable"}, 1),
         Sample(names.GROUP_MEMBERS, {"group": "g"}, 2),
@@ -117,6 +115,32 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
 
 
+def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_broker):
+    # A cluster that does not answer keeps the first request out for its whole timeout; a second caller
+    # arriving meanwhile gets that request's outcome, the very same exception, instead of sending its own.
+    dead = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
+    outcomes = {}
+
+    def ask(who):
+        try:
+            topics(dead, timeout_s=4.0)
+        except Exception as exc:
+            outcomes[who] = exc
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    time.sleep(0.5)
+    ask("second")
+    first.join()
+    assert outcomes["second"] is outcomes["first"]
+    # Requests one after the other are not shared: each answer is the cluster's state when asked.
+    live = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    before = topics(live, timeout_s=10)
+    create_topic(kafka_broker.bootstrap, "shared-metadata-new", 1)
+    after = topics(live, timeout_s=10)
+    assert "shared-metadata-new" in after and "shared-metadata-new" not in before
+
+
 def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker, cluster):
     topic = "metadata-payments"
     create_topic(kafka_broker.bootstrap, topic, 3)
@@ -173,6 +197,7 @@ def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(ka
         (PartitionState(1, (1, 2, 3)), PartitionState(3, (3,)), "shrink"),  # leader died and ISR shrank
         (PartitionState(1, (1,)), PartitionState(-1, (1,)), "leader_change"),  # went offline
         (PartitionState(1, (1, 2)), PartitionState(1, (2, 1)), None),  # order is not a change
+        (PartitionState(2, (1, 2)), PartitionState(2, (1, 2)), None),  # nothing changed
     ],
 )
 def test_classify(old, new, kind):

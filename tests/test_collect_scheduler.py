@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collectors.metadata import MetadataSource
-from collectors.scheduler import _Connected, build_jobs
+from collectors.scheduler import _Connected, build_jobs, next_due
 from common.config import Config
 
 
@@ -26,3 +26,24 @@ def test_partition_state_comes_from_one_source(cluster, zookeeper_watch, metadat
     assert any(isinstance(job.source, _Connected) for job in jobs) == zookeeper_watch
     (metadata,) = [job.source for job in jobs if isinstance(job.source, MetadataSource)]
     assert metadata.partition_state == metadata_partition_state
+
+
+@pytest.mark.parametrize(
+    ("due", "now", "expected"),
+    [
+        (0.0, 100.0, 110.0),  # first scrape: the grid starts now
+        (110.0, 110.04, 120.0),  # started a tick late: the grid does not drift
+        (110.0, 119.99, 120.0),  # a slow scrape that still ended within its interval
+        (110.0, 125.0, 135.0),  # overran a whole interval: a new grid from now
+    ],
+)
+def test_sources_are_due_on_a_fixed_grid_of_their_interval(due, now, expected):
+    assert next_due(due, 10.0, now) == pytest.approx(expected)
+
+
+def test_a_clusters_admin_api_sources_share_one_client():
+    # One client is what lets them share one metadata request (collectors.admin.topics). An AdminClient
+    # with nothing queued has len() 0 and is falsy, so `admin or new_client()` would quietly make two.
+    config = Config.model_validate({"clusters": [{"name": "c", "bootstrap_servers": ["127.0.0.1:9"]}]})
+    offsets, metadata = [job.source for job in build_jobs(config) if job.source.name.startswith("admin/")]
+    assert offsets._admin is metadata._admin

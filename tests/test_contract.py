@@ -136,6 +136,22 @@ def test_malformed_records_name_the_problem(doc, reason):
         decode(json.dumps(doc).encode())
 
 
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (Sample("bad name", {}, 1), "samples[1]: metric name 'bad name'"),
+        (Sample("m", {"a": 1}, 1), "samples[1]: label 'a' value is not a string"),
+        (Sample("m", {"__a": "x"}, 1), "samples[1]: label name '__a'"),  # reserved by Prometheus
+        (Sample("m", {"a-b": "x"}, 1), "samples[1]: label name 'a-b'"),
+        (Sample(7, {}, 1), "samples[1]: metric name 7"),
+    ],
+)
+def test_encode_refuses_what_a_reader_would_reject_and_names_the_sample(bad, reason):
+    good = Sample("m", {"a": "x"}, 1)
+    with pytest.raises(ContractError, match=re.escape(reason)):
+        encode(Batch("c", "s", 1, (good, bad, good)))
+
+
 def test_tombstone_and_non_json_become_dead_letters():
     assert decode_or_dead_letter(None).reason.startswith("empty record")
     letter = decode_or_dead_letter(b"\xff\xfe", topic="kobs.metrics", partition=2, offset=40)
