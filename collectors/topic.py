@@ -1,14 +1,16 @@
 """The metrics topic exists before the first record: created when missing, for brokers with auto-create off.
 
-The check lists all topics (a metadata request for every topic, which never auto-creates one) and creates
-the topic with the configured partitions and replication factor if it is absent. A cluster that does not
+The check describes that one topic (``describe_topics``, which never auto-creates it, unlike a metadata
+request naming it; listing every topic instead would cost a metadata request of every partition on a large
+cluster at each start and each probe during an outage) and creates it with the configured partitions and
+replication factor if it is absent. A cluster that does not
 answer is not an error here (the publisher spools until it does); a cluster that refuses is a
 :class:`TopicError` naming the cause and the fix.
 """
 
 from __future__ import annotations
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 _FIXES = {
@@ -46,7 +48,7 @@ def ensure_topic(
     Raises TopicError when the cluster refuses to create it.
     """
     try:
-        if topic in admin.list_topics(timeout=timeout_s).topics:
+        if _exists(admin, topic, timeout_s):
             return True
         future = admin.create_topics(
             [NewTopic(topic, partitions, replication_factor)],
@@ -63,4 +65,15 @@ def ensure_topic(
         raise TopicError(refusal(topic, partitions, replication_factor, error)) from None
     except TimeoutError:
         return False
+    return True
+
+
+def _exists(admin: AdminClient, topic: str, timeout_s: float) -> bool:
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout_s)[topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return False
+        raise
     return True
