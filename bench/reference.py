@@ -17,7 +17,7 @@ from spark_jobs.analysis import Observation
 from spark_jobs.kafka_source import SCHEMA, KafkaStreamReader, consumer_settings, fetch
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.pipeline_health import BatchStats
-from spark_jobs.records import event_fields
+from spark_jobs.records import event_fields, newest_ms
 
 NAME = "one Python process: confluent-kafka, contract.parse, the same analyses and sinks, no Spark"
 
@@ -60,7 +60,7 @@ def run(options: dict[str, str], jobs: Pipeline) -> list[float]:
                     except ContractError:  # a dead letter: counted, no observations
                         dead_letters += 1
                         continue
-                    newest = max([doc["ts"], *(e["ts"] for e in doc.get("events", ()))]) / 1000
+                    newest = newest_ms(doc) / 1000
                     key = (doc["cluster"], doc["source"])
                     newest_s[key] = max(newest, newest_s.get(key, newest))
                     batch.extend(observations(doc, jobs.inputs))

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET
+from spark_jobs.records import newest_ms
 
 Source = tuple[str, str]  # (cluster, source)
 
@@ -26,7 +27,7 @@ Source = tuple[str, str]  # (cluster, source)
 def newest_s(doc: Mapping[str, Any]) -> float:
     """A contract record's newest time in Unix seconds: its batch time or a later event's, the time the
     pipeline keeps as the source's last seen (``spark_jobs.records``)."""
-    return max([doc["ts"], *(event["ts"] for event in doc.get("events", ()))]) / 1000
+    return newest_ms(doc) / 1000
 
 
 class Appearances:

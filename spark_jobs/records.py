@@ -53,7 +53,7 @@ def to_record_batch(
             per_record = (doc["cluster"], doc["source"], topic, partition, offset, None, None)
             event_ts = [e["ts"] * 1000 for e in events]  # Spark's µs
             batch_ts = doc["ts"] * 1000
-            columns["ts"] += [max([batch_ts, *event_ts])] + [batch_ts] * len(samples) + event_ts
+            columns["ts"] += [newest_ms(doc) * 1000] + [batch_ts] * len(samples) + event_ts
             columns["name"] += [RECORD] + [s[0] for s in samples] + [e["type"] for e in events]
             columns["value"].append(None)
             columns["value"] += [v if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
@@ -78,6 +78,11 @@ def to_record_batch(
     )
     arrays = [labels if f.name == "labels" else pa.array(columns[f.name], type=f.type) for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def newest_ms(doc: dict) -> int:
+    """A validated record's newest time (ms): its batch time or a later event's, the time of its own row."""
+    return max([doc["ts"], *(event["ts"] for event in doc.get("events", ()))])
 
 
 def event_fields(event: dict) -> dict:
