@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from collectors.publisher import Publisher
 from collectors.spool import Spool
 from common.contract import Batch, Sample, encode
-from peers.kafka import KafkaBroker
+from peers.tansu import TansuBroker
 from simulator.runtime import Runtime
 from simulator.scenario import Scenario, Simulation
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kobs-bench-collect-") as tmp:
         run_dir = Path(tmp)
-        with KafkaBroker(run_dir / "kafka") as broker:
+        with TansuBroker(run_dir / "kafka") as broker:
             ok = _cycle(args, broker, run_dir)
             ok = _publish(args.samples, broker.bootstrap, run_dir) and ok
     return 0 if ok else 1

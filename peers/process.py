@@ -99,6 +99,14 @@ class ManagedProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> ManagedProcess:
+        """Launch and wait until ready (or raise ``PeerError``)."""
+        self.launch()
+        self.wait_ready()
+        return self
+
+    def launch(self) -> ManagedProcess:
+        """Start the process without waiting: peers that need each other to become ready (a KRaft
+        quorum) are all launched first, then each waited for with :meth:`wait_ready`."""
         taken = [port for port in self._ports if not port_is_free(port)]
         if taken:
             raise PeerError(f"{self.name}: port {taken[0]} on {HOST} is already in use; pick another port")
@@ -114,6 +122,9 @@ class ManagedProcess:
                 start_new_session=True,
             )
         _LIVE[self._proc.pid] = self
+        return self
+
+    def wait_ready(self) -> ManagedProcess:
         deadline = time.monotonic() + self._start_timeout_s
         while not self._ready():
             if not self.running:
@@ -126,6 +137,11 @@ class ManagedProcess:
             time.sleep(0.05)
         return self
 
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the process group (SIGSTOP and SIGCONT make a hung server and revive it)."""
+        if self.running:
+            os.killpg(self._proc.pid, signum)
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ends the process group we started (SIGTERM, then SIGKILL after ``timeout_s``)."""
         proc = self._proc
@@ -134,6 +150,7 @@ class ManagedProcess:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
+                os.killpg(proc.pid, signal.SIGCONT)  # a stopped (SIGSTOP) process acts on TERM once continued
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from alerts.check import ALERTMANAGER_CONFIG, rule_files
 from common.config import Config, load_config
-from peers.kafka import KafkaBroker
+from peers.tansu import TansuBroker
 from peers.process import HOST, ManagedProcess, free_port, http_ready, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
 from peers.zookeeper import ZooKeeper
@@ -72,7 +72,7 @@ class EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             progress("starting Kafka-protocol broker (tansu) ...")
-            kafka = self._add(KafkaBroker(self.run_dir, pick_port("kafka")))
+            kafka = self._add(TansuBroker(self.run_dir, pick_port("kafka")))
             progress("starting ZooKeeper ...")
             zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
             progress(f"starting the simulated cluster (scenario {self.scenario}) ...")

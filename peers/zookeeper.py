@@ -6,6 +6,7 @@ import contextlib
 import socket
 from pathlib import Path
 
+from peers.jvm import jmx_flags
 from peers.process import HOST, ManagedProcess, free_port
 
 _JARS = (
@@ -19,19 +20,6 @@ _JARS = (
     "snappy-java",
 )
 CLASSPATH = ":".join(f"/usr/share/java/{jar}.jar" for jar in _JARS)
-
-
-def jmx_flags(port: int) -> list[str]:
-    """JVM flags that open an unauthenticated JMX/RMI endpoint on 127.0.0.1:``port`` only."""
-    return [
-        "-Dcom.sun.management.jmxremote",
-        f"-Dcom.sun.management.jmxremote.port={port}",
-        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
-        f"-Dcom.sun.management.jmxremote.host={HOST}",
-        f"-Djava.rmi.server.hostname={HOST}",
-        "-Dcom.sun.management.jmxremote.authenticate=false",
-        "-Dcom.sun.management.jmxremote.ssl=false",
-    ]
 
 
 def _srvr_ok(port: int) -> bool:

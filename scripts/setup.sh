@@ -9,7 +9,8 @@ VENV=.venv
 
 # Debian package -> a file that proves it is installed.
 declare -A DEBS=(
-  [openjdk-17-jre-headless]=/usr/bin/java
+  [openjdk-17-jdk-headless]=/usr/bin/javac
+  [maven]=/usr/bin/mvn
   [zookeeper]=/usr/share/java/zookeeper.jar
   [prometheus]=/usr/bin/promtool
   [prometheus-alertmanager]=/usr/bin/prometheus-alertmanager
@@ -48,4 +49,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q -e ".[dev]"
   echo "$want" > "$stamp"
 fi
+# Java artifacts (Apache Kafka, ...): versions pinned in peers/jars/pom.xml, one Maven profile per set,
+# each copied with its runtime dependencies into .cache/jars/<profile>-<version>/ (git-ignored).
+pom=peers/jars/pom.xml
+pom_hash=$(sha256sum "$pom" | cut -d' ' -f1)
+for profile in kafka kafka-zk; do
+  version=$(sed -n "s:.*<$profile.version>\(.*\)</$profile.version>.*:\1:p" "$pom")
+  dir=.cache/jars/$profile-$version
+  [ "$(cat "$dir/.resolved" 2>/dev/null)" = "$pom_hash" ] && continue
+  echo "setup: resolving $profile $version from Maven Central into $dir"
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  mvn -q -B -Dstyle.color=never -f "$pom" -P "$profile" dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$PWD/$dir.tmp" || { echo "setup: mvn could not resolve $profile $version" >&2; exit 1; }
+  echo "$pom_hash" > "$dir.tmp/.resolved"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+done
+
 echo "setup: ready ($VENV, Java $(java -version 2>&1 | head -n1 | cut -d'"' -f2))"

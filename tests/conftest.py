@@ -7,15 +7,16 @@ import sys
 
 import pytest
 
-from peers.kafka import KafkaBroker
+from peers.kafka import KafkaCluster
 from peers.process import live_processes
 from peers.zookeeper import ZooKeeper
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory):
-    with KafkaBroker(tmp_path_factory.mktemp("kafka")) as broker:
-        yield broker
+def kafka_cluster(tmp_path_factory):
+    """A real 3-node Apache Kafka cluster (KRaft) shared by the session: tests that break a node restore it."""
+    with KafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

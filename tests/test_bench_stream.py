@@ -90,12 +90,12 @@ def test_one_controller_failover_halfway():
 
 
 @pytest.mark.peers
-def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_broker, tmp_path):
+def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_cluster, tmp_path):
     """The scrapes of tests/test_lag_job.py, one record per batch: the same documented answers."""
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    produce(kafka_broker.bootstrap, topic, [scrape_batch(*scrape) for scrape in SCRAPES])
+    produce(kafka_cluster.bootstrap, topic, [scrape_batch(*scrape) for scrape in SCRAPES])
     jobs = Pipeline(lambda: [LagAnalysis()], tmp_path / "history", tmp_path / "state")
-    options = {"bootstrap.servers": kafka_broker.bootstrap, "topic": topic, "maxRecordsPerBatch": "1"}
+    options = {"bootstrap.servers": kafka_cluster.bootstrap, "topic": topic, "maxRecordsPerBatch": "1"}
     seconds = reference.run(options, jobs)
     assert len(seconds) == len(SCRAPES)
     (lag,) = jobs.evaluations.values()

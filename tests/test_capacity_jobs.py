@@ -60,14 +60,14 @@ def loss_batch(ts_ms: int) -> Batch:
     return Batch("prod", "zookeeper/isr", ts_ms, events=events)
 
 
-def test_throughput_and_producers_from_the_metrics_topic(spark, kafka_broker, tmp_path):
+def test_throughput_and_producers_from_the_metrics_topic(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     batches = [broker_batch(b, m) for m in range(11) for b in (0, 1)]
     batches += [producer_batch(T0_MS + 600_000), loss_batch(T0_MS + 605_000)]
-    produce(kafka_broker.bootstrap, topic, batches)
+    produce(kafka_cluster.bootstrap, topic, batches)
     cluster = {
         "name": "prod",
-        "bootstrap_servers": [kafka_broker.bootstrap],
+        "bootstrap_servers": [kafka_cluster.bootstrap],
         "broker_disk_bytes": int(1000 * GB),
         "producers": [
             {"client_id": "web-frontend", "url": "http://127.0.0.1:1/metrics", "topics": ["orders"]}

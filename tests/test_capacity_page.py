@@ -145,11 +145,11 @@ def use_cluster(bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.peers
-def test_broker_failure_against_a_live_topics_placement(kafka_broker, tmp_path, monkeypatch):
+def test_broker_failure_against_a_live_topics_placement(kafka_cluster, tmp_path, monkeypatch):
     # tansu is one node (id 111) holding every replica: losing it takes every partition offline, and a keyed
     # producer's 1 MiB/s all piles up in its 32 MiB buffer: 32.0 s.
-    create_topic(kafka_broker.bootstrap, "whatif-live", 3)
-    use_cluster(kafka_broker.bootstrap, tmp_path, monkeypatch)
+    create_topic(kafka_cluster.bootstrap, "whatif-live", 3)
+    use_cluster(kafka_cluster.bootstrap, tmp_path, monkeypatch)
     at = run()
     at.radio(key="source").set_value("of a live topic").run()
     at.selectbox(key="topic").set_value("whatif-live").run()

@@ -103,16 +103,16 @@ def _offsets_read_back(bootstrap: str, metrics_topic: str, topic: str, group: st
     return ends, committed
 
 
-def test_once_publishes_the_offsets_of_a_real_group(kafka_broker, tmp_path):
+def test_once_publishes_the_offsets_of_a_real_group(kafka_cluster, tmp_path):
     topic, group, metrics_topic = "collect-cli-orders", "collect-cli-billing", "collect-cli-a"
-    create_topic(kafka_broker.bootstrap, topic, len(PRODUCED))
-    _produce_and_commit(kafka_broker.bootstrap, topic, group)
+    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
+    _produce_and_commit(kafka_cluster.bootstrap, topic, group)
 
-    result, _ = _collect_once(_config(tmp_path, kafka_broker.bootstrap, metrics_topic))
+    result, _ = _collect_once(_config(tmp_path, kafka_cluster.bootstrap, metrics_topic))
     assert result.returncode == 0, result.stderr
     assert "ok" in _summary_line(result.stdout, "test/admin/offsets").split()
     assert "dropped 0 (all delivered)" in result.stdout
-    assert _offsets_read_back(kafka_broker.bootstrap, metrics_topic, topic, group) == (PRODUCED, COMMITTED)
+    assert _offsets_read_back(kafka_cluster.bootstrap, metrics_topic, topic, group) == (PRODUCED, COMMITTED)
 
 
 @pytest.fixture
@@ -124,12 +124,12 @@ def silent_endpoint():
         yield f"http://127.0.0.1:{listener.getsockname()[1]}/metrics"
 
 
-def test_down_and_hung_endpoints_do_not_block_the_others(kafka_broker, tmp_path, silent_endpoint):
+def test_down_and_hung_endpoints_do_not_block_the_others(kafka_cluster, tmp_path, silent_endpoint):
     exporters = [
         {"broker_id": 1, "url": f"http://127.0.0.1:{free_port()}/metrics"},  # closed port
         {"broker_id": 2, "url": silent_endpoint},
     ]
-    config = _config(tmp_path, kafka_broker.bootstrap, "collect-cli-b", exporters=exporters)
+    config = _config(tmp_path, kafka_cluster.bootstrap, "collect-cli-b", exporters=exporters)
     result, elapsed = _collect_once(config)
     assert result.returncode == 0, result.stderr
     assert elapsed < 30  # generous safety bound: the 3 s metrics interval caps the hung scrape
@@ -160,9 +160,9 @@ def _wait_for_metrics(url: str, process: subprocess.Popen, timeout_s: float = 20
 
 
 def test_long_running_mode_serves_growing_self_metrics_and_stops_on_sigterm(
-    kafka_broker, zookeeper, tmp_path
+    kafka_cluster, zookeeper, tmp_path
 ):
-    config = _config(tmp_path, kafka_broker.bootstrap, "collect-cli-d", zookeeper=zookeeper.connect)
+    config = _config(tmp_path, kafka_cluster.bootstrap, "collect-cli-d", zookeeper=zookeeper.connect)
     doc = yaml.safe_load(config.read_text())
     doc["intervals"] = dict.fromkeys(doc["intervals"], 1)
     config.write_text(yaml.safe_dump(doc))

@@ -241,7 +241,7 @@ def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(beans):
 
 
 def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
-    beans, kafka_broker, silent_port, tmp_path
+    beans, kafka_cluster, silent_port, tmp_path
 ):
     topic = "collect-jmx-a"
     jmx = [
@@ -254,7 +254,7 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
         "clusters": [
             {
                 "name": "test",
-                "bootstrap_servers": [kafka_broker.bootstrap],
+                "bootstrap_servers": [kafka_cluster.bootstrap],
                 "jmx": jmx,
                 "producers": [{"client_id": "checkout", "jmx": beans["producer"]}],
             }
@@ -287,7 +287,7 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
     assert "dropped 0 (all delivered)" in result.stdout
 
     # what broker 1 reported arrives on the metrics topic under its canonical names
-    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "collect-jmx-reader"})
+    consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap, "group.id": "collect-jmx-reader"})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])

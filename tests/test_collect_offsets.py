@@ -70,15 +70,15 @@ def _commit_as_group(bootstrap: str, topic: str, group: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(kafka_broker):
-    return Cluster(name="test", bootstrap_servers=[kafka_broker.bootstrap])
+def cluster(kafka_cluster):
+    return Cluster(name="test", bootstrap_servers=[kafka_cluster.bootstrap])
 
 
-def test_offsets_match_what_was_produced_and_committed(kafka_broker, cluster):
+def test_offsets_match_what_was_produced_and_committed(kafka_cluster, cluster):
     topic, group = "offsets-orders", "offsets-billing"
-    create_topic(kafka_broker.bootstrap, topic, len(PRODUCED))
-    _produce(kafka_broker.bootstrap, topic)
-    _commit_as_group(kafka_broker.bootstrap, topic, group)
+    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
+    _produce(kafka_cluster.bootstrap, topic)
+    _commit_as_group(kafka_cluster.bootstrap, topic, group)
 
     scrape = OffsetsSource(cluster).collect()
     assert scrape.errors == []
@@ -115,7 +115,7 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
 
 
-def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_broker):
+def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_cluster):
     # A cluster that does not answer keeps the first request out for its whole timeout; a second caller
     # arriving meanwhile gets that request's outcome, the very same exception, instead of sending its own.
     dead = AdminClient({"bootstrap.servers": f"127.0.0.1:{free_port()}"})
@@ -134,16 +134,16 @@ def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_b
     first.join()
     assert outcomes["second"] is outcomes["first"]
     # Requests one after the other are not shared: each answer is the cluster's state when asked.
-    live = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    live = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     before = topics(live, timeout_s=10)
-    create_topic(kafka_broker.bootstrap, "shared-metadata-new", 1)
+    create_topic(kafka_cluster.bootstrap, "shared-metadata-new", 1)
     after = topics(live, timeout_s=10)
     assert "shared-metadata-new" in after and "shared-metadata-new" not in before
 
 
-def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker, cluster):
+def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_cluster, cluster):
     topic = "metadata-payments"
-    create_topic(kafka_broker.bootstrap, topic, 3)
+    create_topic(kafka_cluster.bootstrap, topic, 3)
     source = MetadataSource(cluster)
     first, second = source.collect(), source.collect()
     assert first.errors == [] and second.errors == []
@@ -161,8 +161,8 @@ def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_broker,
     assert first.batch.events == () and second.batch.events == ()  # nothing changed in between
 
 
-def test_metadata_reports_each_topics_min_insync_replicas(kafka_broker, cluster):
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+def test_metadata_reports_each_topics_min_insync_replicas(kafka_cluster, cluster):
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     topics = [
         NewTopic("metadata-strict", 2, 1, config={"min.insync.replicas": "2"}),
         NewTopic("metadata-lax", 1, 1),
@@ -177,8 +177,8 @@ def test_metadata_reports_each_topics_min_insync_replicas(kafka_broker, cluster)
     assert (("topic", "metadata-lax"),) not in min_isr
 
 
-def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(kafka_broker, cluster):
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(kafka_cluster, cluster):
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     topic = NewTopic("metadata-zk", 2, 1, config={"min.insync.replicas": "2"})
     admin.create_topics([topic], operation_timeout=10)["metadata-zk"].result(timeout=15)
     scrape = MetadataSource(cluster, partition_state=False).collect()

@@ -14,7 +14,7 @@ from collectors.spool import Record, Spool
 from collectors.topic import refusal
 from common.config import Config
 from common.contract import Batch, Sample, decode
-from peers.kafka import KafkaBroker
+from peers.tansu import TansuBroker
 from peers.process import free_port
 from peers.stack import create_topic
 
@@ -50,7 +50,7 @@ def test_spool_ignores_a_frame_cut_short(tmp_path):
 
 def _batch(source: str, seq: int) -> Batch:
     samples = tuple(
-        Sample("kafka_broker_partitions", {"seq": str(seq), "i": str(i)}, float(i)) for i in range(3)
+        Sample("kafka_cluster_partitions", {"seq": str(seq), "i": str(i)}, float(i)) for i in range(3)
     )
     return Batch("test", source, 1_700_000_000_000 + seq, samples)
 
@@ -115,23 +115,23 @@ def _config(bootstrap: str, tmp_path, topic: str, partitions: int) -> Config:
     )
 
 
-def test_start_creates_a_missing_topic_with_the_configured_partitions(kafka_broker, tmp_path):
+def test_start_creates_a_missing_topic_with_the_configured_partitions(kafka_cluster, tmp_path):
     topic = "publisher-created"
-    assert _partitions(kafka_broker.bootstrap, topic) is None
-    publisher = Publisher.from_config(_config(kafka_broker.bootstrap, tmp_path, topic, 3)).start()
+    assert _partitions(kafka_cluster.bootstrap, topic) is None
+    publisher = Publisher.from_config(_config(kafka_cluster.bootstrap, tmp_path, topic, 3)).start()
     try:
-        assert _partitions(kafka_broker.bootstrap, topic) == 3  # tansu's auto-create would give 4
+        assert _partitions(kafka_cluster.bootstrap, topic) == 3  # tansu's auto-create would give 4
         assert publisher.submit(_batch("jmx/broker-1", 1)) and publisher.flush(20)
     finally:
         publisher.close(timeout_s=5)
 
 
-def test_start_leaves_an_existing_topic_alone(kafka_broker, tmp_path):
+def test_start_leaves_an_existing_topic_alone(kafka_cluster, tmp_path):
     topic = "publisher-existing"
-    create_topic(kafka_broker.bootstrap, topic, 2)
-    publisher = Publisher.from_config(_config(kafka_broker.bootstrap, tmp_path, topic, 5)).start()
+    create_topic(kafka_cluster.bootstrap, topic, 2)
+    publisher = Publisher.from_config(_config(kafka_cluster.bootstrap, tmp_path, topic, 5)).start()
     publisher.close(timeout_s=5)
-    assert _partitions(kafka_broker.bootstrap, topic) == 2
+    assert _partitions(kafka_cluster.bootstrap, topic) == 2
 
 
 def test_start_against_an_unreachable_cluster_does_not_fail(tmp_path, monkeypatch):
@@ -162,7 +162,7 @@ def test_a_refused_creation_names_the_cause_and_the_setting_to_fix():
 
 def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
     port = free_port()
-    broker = KafkaBroker(tmp_path / "kafka-1", port).start()
+    broker = TansuBroker(tmp_path / "kafka-1", port).start()
     config = Config.model_validate(
         {
             "clusters": [{"name": "test", "bootstrap_servers": [broker.bootstrap]}],
@@ -190,7 +190,7 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
         assert not publisher.flush(0.5)
 
         # Restart on the same port: memory storage, so the topic is gone; the publisher creates it again.
-        broker = KafkaBroker(tmp_path / "kafka-2", port).start()
+        broker = TansuBroker(tmp_path / "kafka-2", port).start()
         # Phase 4: after recovery, new records queue behind the spool.
         _submit(publisher, range(120, 150))
         assert publisher.flush(30)

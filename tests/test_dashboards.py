@@ -147,10 +147,10 @@ def _metric_labels(url: str) -> dict[str, set[str]]:
 
 
 @pytest.mark.peers
-def test_the_collector_serves_the_documented_self_metrics(kafka_broker, tmp_path):
+def test_the_collector_serves_the_documented_self_metrics(kafka_cluster, tmp_path):
     """What panels and rules read of ``kobs collect`` is what it serves: COLLECTOR_METRICS with their labels
     (the source that cannot be reached makes the error counter appear)."""
-    with collector(tmp_path, kafka_broker.bootstrap, []) as address:
+    with collector(tmp_path, kafka_cluster.bootstrap, []) as address:
         deadline, served = time.monotonic() + 30, {}
         while "kobs_collector_scrape_errors_total" not in served and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -170,7 +170,7 @@ def simulated_cluster():
 
 
 @pytest.mark.peers
-def test_every_panel_query_returns_data_from_prometheus(boards, kafka_broker, tmp_path):
+def test_every_panel_query_returns_data_from_prometheus(boards, kafka_cluster, tmp_path):
     """Prometheus scrapes the derived exporter, the simulated brokers' JMX exporters (raw broker panels) and
     a real collector's self-metrics (the collector scrapes the simulated brokers). Variables become match-all
     and $__rate_interval 1m; every query must return a non-empty result."""
@@ -181,7 +181,7 @@ def test_every_panel_query_returns_data_from_prometheus(boards, kafka_broker, tm
     with (
         DerivedExporter() as exporter,
         simulated_cluster() as sim,
-        collector(tmp_path, kafka_broker.bootstrap, [e.url for e in sim.brokers.values()]) as self_metrics,
+        collector(tmp_path, kafka_cluster.bootstrap, [e.url for e in sim.brokers.values()]) as self_metrics,
         Prometheus(
             tmp_path / "prom",
             {

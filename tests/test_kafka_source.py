@@ -67,17 +67,17 @@ def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **op
     return batches, json.loads(query.lastProgress["sources"][0]["endOffset"])
 
 
-def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_path):
-    topic = create_topic(kafka_broker, 2)
+def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_path):
+    topic = create_topic(kafka_cluster, 2)
     produce(
-        kafka_broker,
+        kafka_cluster,
         topic,
         [(0, scrape("jmx/broker-1", 1000, 3)), (1, scrape("jmx/broker-2", 2000, 2)), (0, b"not json"),
          (1, scrape("jmx/broker-2", 3000, 1)), (0, scrape("jmx/broker-1", 4000, 4))],
     )  # fmt: skip
     dead_dir = tmp_path / "dead"
     batches, end = run_available_now(
-        spark, kafka_broker, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2, maxTasks=1
+        spark, kafka_cluster, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2, maxTasks=1
     )  # one task reads both partitions
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
@@ -106,23 +106,23 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_broker, tmp_pa
     assert [p.name for p in dead_dir.iterdir()] == ["batch=1"]
 
 
-def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, kafka_broker, tmp_path):
-    topic = create_topic(kafka_broker, 1)
+def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, kafka_cluster, tmp_path):
+    topic = create_topic(kafka_cluster, 1)
     checkpoint = tmp_path / "cp"
-    produce(kafka_broker, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
-    first, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
+    produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
+    first, _ = run_available_now(spark, kafka_cluster, topic, checkpoint)
     assert sorted(r.offset for _, rows in first for r in rows if r.name == RECORD) == [0, 1]
 
-    produce(kafka_broker, topic, [(0, scrape("a", 3000, 1))])
-    second, _ = run_available_now(spark, kafka_broker, topic, checkpoint)
+    produce(kafka_cluster, topic, [(0, scrape("a", 3000, 1))])
+    second, _ = run_available_now(spark, kafka_cluster, topic, checkpoint)
     assert [r.offset for _, rows in second for r in rows if r.name == RECORD] == [2]  # only the new one
 
     # Deleted and created again with two partitions: offsets start over at 0, below the checkpoint's 3.
-    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     admin.delete_topics([topic])[topic].result(10)
-    create_topic(kafka_broker, 2, topic)
-    produce(kafka_broker, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
-    third, end = run_available_now(spark, kafka_broker, topic, checkpoint)
+    create_topic(kafka_cluster, 2, topic)
+    produce(kafka_cluster, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
+    third, end = run_available_now(spark, kafka_cluster, topic, checkpoint)
     rows = [r for _, rows in third for r in rows if r.name != RECORD]
     assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 0, 0), ("b", 1, 0), ("b", 1, 0)]
     assert end["resets"] == 1 and end["offsets"] == {"0": 1, "1": 1}

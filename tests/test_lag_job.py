@@ -22,14 +22,14 @@ def scrape_batch(ts_ms: int, end: int, committed: int) -> Batch:
     return offsets_batch(ts_ms, {"0": end}, {("billing", "0"): committed})
 
 
-def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
+def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     batches = [scrape_batch(*scrape) for scrape in SCRAPES]
-    produce(kafka_broker.bootstrap, topic, [*batches[:2], b"not a contract batch", batches[2]])
+    produce(kafka_cluster.bootstrap, topic, [*batches[:2], b"not a contract batch", batches[2]])
     config = Config.model_validate(
         {
             "clusters": [
-                {"name": "prod", "bootstrap_servers": [kafka_broker.bootstrap], "critical_groups": ["bill*"]}
+                {"name": "prod", "bootstrap_servers": [kafka_cluster.bootstrap], "critical_groups": ["bill*"]}
             ],
             "metrics_topic": {"name": topic},
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},

@@ -32,11 +32,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def test_batches_round_trip_through_the_real_broker_and_keys_pin_partitions(kafka_broker):
-    create_topic(kafka_broker.bootstrap, "contract-trip", 4)
-    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap, "batch.num.messages": 1})
+def test_batches_round_trip_through_the_real_broker_and_keys_pin_partitions(kafka_cluster):
+    create_topic(kafka_cluster.bootstrap, "contract-trip", 4)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap, "batch.num.messages": 1})
     sent = [
-        Batch(f"c{i % 3}", "jmx/broker-1", 1000 + i, (Sample("kafka_broker_leaders", {"broker": "1"}, i),))
+        Batch(f"c{i % 3}", "jmx/broker-1", 1000 + i, (Sample("kafka_cluster_leaders", {"broker": "1"}, i),))
         for i in range(30)
     ]
     for batch in sent:
@@ -44,7 +44,7 @@ def test_batches_round_trip_through_the_real_broker_and_keys_pin_partitions(kafk
     assert producer.flush(10) == 0
 
     consumer = Consumer(
-        {"bootstrap.servers": kafka_broker.bootstrap, "group.id": "trip", "enable.auto.commit": False}
+        {"bootstrap.servers": kafka_cluster.bootstrap, "group.id": "trip", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition("contract-trip", p, 0) for p in range(4)])
     received, deadline = [], time.monotonic() + 20

@@ -70,8 +70,8 @@ def incident() -> list[Batch]:
     ]
 
 
-def test_an_incident_reaches_the_exporter_and_the_history(spark, kafka_broker, tmp_path):
-    metrics = run_once(spark, kafka_broker.bootstrap, incident(), tmp_path)
+def test_an_incident_reaches_the_exporter_and_the_history(spark, kafka_cluster, tmp_path):
+    metrics = run_once(spark, kafka_cluster.bootstrap, incident(), tmp_path)
 
     orders = (("cluster", "prod"), ("topic", "orders"))
 

@@ -37,10 +37,10 @@ def _lags(source: OffsetsSource) -> dict[str, int]:
     }
 
 
-def test_a_healthy_group_keeps_up_while_a_lagging_one_falls_behind(kafka_broker):
-    create_topic(kafka_broker.bootstrap, SPEC.topic, SPEC.partitions)
-    source = OffsetsSource(Cluster(name="test", bootstrap_servers=[kafka_broker.bootstrap]))
-    with Traffic(kafka_broker.bootstrap, SPEC):
+def test_a_healthy_group_keeps_up_while_a_lagging_one_falls_behind(kafka_cluster):
+    create_topic(kafka_cluster.bootstrap, SPEC.topic, SPEC.partitions)
+    source = OffsetsSource(Cluster(name="test", bootstrap_servers=[kafka_cluster.bootstrap]))
+    with Traffic(kafka_cluster.bootstrap, SPEC):
         deadline = time.monotonic() + 60
         first = _lags(source)
         while len(first) < 2 and time.monotonic() < deadline:  # the joins take a few seconds on tansu

@@ -18,21 +18,21 @@ from spark_jobs.stream import pipeline, start_query
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
 
-def test_a_bad_record_is_written_aside_and_the_good_ones_reach_the_analyses(spark, kafka_broker, tmp_path):
+def test_a_bad_record_is_written_aside_and_the_good_ones_reach_the_analyses(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     broken = b'{"v": 1, "cluster": "prod"'
     unread = Batch("prod", "jmx/broker-1", 40_000, (Sample("kobs_test_read_by_no_analysis", {}, 1.0),))
     values = [encode(scrape_batch(*SCRAPES[0])), broken, *(encode(scrape_batch(*s)) for s in SCRAPES[1:])]
     values.append(encode(unread))
     producer = Producer(
-        {"bootstrap.servers": kafka_broker.bootstrap, "batch.num.messages": 1, "linger.ms": 0}
+        {"bootstrap.servers": kafka_cluster.bootstrap, "batch.num.messages": 1, "linger.ms": 0}
     )
     for value in values:
         producer.produce(topic, value, partition=0)
     assert producer.flush(10) == 0
     config = Config.model_validate(
         {
-            "clusters": [{"name": "prod", "bootstrap_servers": [kafka_broker.bootstrap]}],
+            "clusters": [{"name": "prod", "bootstrap_servers": [kafka_cluster.bootstrap]}],
             "metrics_topic": {"name": topic, "max_records_per_batch": 2},
             "sinks": {"run_dir": str(tmp_path), "exporter_address": f"127.0.0.1:{free_port()}"},
         }

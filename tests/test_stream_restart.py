@@ -106,15 +106,15 @@ def test_a_replayed_batch_id_leaves_identical_history_and_metrics(spark, tmp_pat
 
 
 @pytest.mark.timeout(900)  # two `kobs stream` processes, each starting its own JVM and Spark session
-def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, kafka_broker, tmp_path):
+def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     batches = scrapes(6)
     # Offset 2, in batch 1 (two records per batch): the batch the crash interrupts.
-    produce(kafka_broker.bootstrap, topic, [*batches[:2], b"not a contract batch", *batches[2:]])
+    produce(kafka_cluster.bootstrap, topic, [*batches[:2], b"not a contract batch", *batches[2:]])
     records = len(batches) + 1
 
     # The uninterrupted run: same records, same batch size, in this process.
-    reference_config = config_for(tmp_path / "reference", topic, kafka_broker.bootstrap)
+    reference_config = config_for(tmp_path / "reference", topic, kafka_cluster.bootstrap)
     reference = pipeline(reference_config)
     query = start_query(spark, reference_config, reference, available_now=True)
     query.awaitTermination(300)
@@ -124,7 +124,7 @@ def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, ka
     # its most delicate point: its snapshot is written (tens of ms before Spark commits the batch), so the
     # restart must not take that state as the start of the replayed batch.
     run_dir = tmp_path / "crashed"
-    config = config_for(run_dir, topic, kafka_broker.bootstrap)
+    config = config_for(run_dir, topic, kafka_cluster.bootstrap)
     config_file = tmp_path / "kobs.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
     command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file), "--available-now"]

@@ -1,0 +1,54 @@
+"""What every Java peer shares: the jar sets ``scripts/setup.sh`` resolved from Maven Central, and JMX flags.
+
+The versions live in one place, ``peers/jars/pom.xml`` (one Maven profile per jar set); setup copies each
+profile's runtime dependencies into ``.cache/jars/<profile>-<version>/``, and nothing is downloaded at run
+time: a missing folder is an error that says to run setup.
+"""
+
+from __future__ import annotations
+
+import functools
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from peers.process import HOST, PeerError
+
+ROOT = Path(__file__).resolve().parent.parent
+POM = ROOT / "peers" / "jars" / "pom.xml"
+CACHE = ROOT / ".cache" / "jars"
+
+
+@functools.cache
+def version(profile: str) -> str:
+    """The pinned version of a jar set (``kafka``, ``kafka-zk``): ``<profile>.version`` in the pom."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    found = ET.parse(POM).getroot().find(f"m:properties/m:{profile}.version", ns)
+    if found is None or not (found.text or "").strip():
+        raise PeerError(f"{POM}: no <{profile}.version> property")
+    return found.text.strip()
+
+
+def jar_dir(profile: str) -> Path:
+    """The folder holding a jar set; PeerError naming the fix when setup has not resolved it."""
+    folder = CACHE / f"{profile}-{version(profile)}"
+    if not any(folder.glob("*.jar")):
+        raise PeerError(f"{folder} has no jars: run scripts/setup.sh (it resolves them with mvn)")
+    return folder
+
+
+def classpath(profile: str) -> str:
+    """A ``-cp`` value with every jar of the set (Java expands the ``*``)."""
+    return f"{jar_dir(profile)}/*"
+
+
+def jmx_flags(port: int) -> list[str]:
+    """JVM flags that open an unauthenticated JMX/RMI endpoint on 127.0.0.1:``port`` only."""
+    return [
+        "-Dcom.sun.management.jmxremote",
+        f"-Dcom.sun.management.jmxremote.port={port}",
+        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+        f"-Dcom.sun.management.jmxremote.host={HOST}",
+        f"-Djava.rmi.server.hostname={HOST}",
+        "-Dcom.sun.management.jmxremote.authenticate=false",
+        "-Dcom.sun.management.jmxremote.ssl=false",
+    ]

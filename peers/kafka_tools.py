@@ -1,0 +1,160 @@
+"""Kafka's own command-line tools, run from the jar set the brokers run from: the independent truth tests
+cross-check our derived numbers against (never our own code).
+
+Each call starts one tool JVM (1 to 3 s here) with the options a user would type after ``kafka-topics.sh``
+and the like; parsers turn the tools' printed tables into plain rows.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from peers import jvm
+from peers.process import PeerError
+
+# Script name → main class, as in Kafka's bin/ scripts (4.x and 3.9 alike).
+MAIN_CLASSES = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-jmx": "org.apache.kafka.tools.JmxTool",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+}
+
+
+# Admin client settings of the tools' --command-config: a request to a hung broker fails in 5 s, not 30 s.
+ADMIN_TIMEOUTS = "request.timeout.ms=5000\ndefault.api.timeout.ms=15000\n"
+
+
+def run_tool(tool: str, *args: str, profile: str = "kafka", timeout_s: float = 120) -> str:
+    """Run one of Kafka's tools and return what it printed; PeerError with its output if it fails."""
+    argv = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(profile)]
+    argv += [MAIN_CLASSES[tool], *args]
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as admin_config:
+        if tool in ("kafka-topics", "kafka-consumer-groups"):
+            admin_config.write(ADMIN_TIMEOUTS)
+            admin_config.flush()
+            argv += ["--command-config", admin_config.name]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise PeerError(f"{tool} {' '.join(args)} failed ({done.returncode}): {done.stderr or done.stdout}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """One partition as ``kafka-topics --describe`` prints it (leader -1 or none when offline)."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def _ids(text: str) -> tuple[int, ...]:
+    return tuple(int(i) for i in text.split(",") if i.strip())
+
+
+def parse_describe_topics(output: str) -> list[PartitionRow]:
+    """Partition lines of ``kafka-topics --describe``: ``Topic: t<TAB>Partition: 0<TAB>Leader: 1 ...``."""
+    rows = []
+    for line in output.splitlines():
+        fields = dict(f.split(": ", 1) if ": " in f else (f.rstrip(":"), "") for f in line.strip().split("\t"))
+        if "Partition" not in fields:
+            continue  # the topic's summary line
+        leader = fields["Leader"].strip()
+        rows.append(
+            PartitionRow(
+                fields["Topic"],
+                int(fields["Partition"]),
+                int(leader) if leader.lstrip("-").isdigit() else -1,  # "none" when offline
+                _ids(fields["Replicas"]),
+                _ids(fields["Isr"]),
+            )
+        )
+    return rows
+
+
+def describe_topics(bootstrap: str, *options: str, topic: str | None = None) -> list[PartitionRow]:
+    """``kafka-topics --describe`` with filters such as ``--under-replicated-partitions``,
+    ``--under-min-isr-partitions`` or ``--unavailable-partitions``."""
+    args = ["--bootstrap-server", bootstrap, "--describe", *options, *(["--topic", topic] if topic else [])]
+    return parse_describe_topics(run_tool("kafka-topics", *args))
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One partition of ``kafka-consumer-groups --describe`` (offsets None where the tool prints ``-``)."""
+
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    lag: int | None
+
+
+def parse_describe_group(output: str) -> list[GroupRow]:
+    def number(text: str) -> int | None:
+        return int(text) if text.lstrip("-").isdigit() else None
+
+    rows, header = [], None
+    for line in output.splitlines():
+        cells = line.split()
+        if cells[:2] == ["GROUP", "TOPIC"]:
+            header = cells
+        elif header and len(cells) >= 6:
+            cell = dict(zip(header, cells, strict=False))
+            rows.append(
+                GroupRow(
+                    cell["GROUP"],
+                    cell["TOPIC"],
+                    int(cell["PARTITION"]),
+                    number(cell["CURRENT-OFFSET"]),
+                    number(cell["LOG-END-OFFSET"]),
+                    number(cell["LAG"]),
+                )
+            )
+    return rows
+
+
+def describe_group(bootstrap: str, group: str) -> list[GroupRow]:
+    """``kafka-consumer-groups --describe --group G``: committed offset, end offset and lag per partition."""
+    return parse_describe_group(
+        run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
+    )
+
+
+def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:
+    """``kafka-get-offsets --topic T --time -1`` (latest; ``-2`` earliest): partition → offset."""
+    output = run_tool("kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", topic, "--time", time)
+    found = {}
+    for line in output.split():
+        _, partition, offset = line.rsplit(":", 2)
+        found[int(partition)] = int(offset)
+    return found
+
+
+def jmx_values(address: str, object_name: str) -> dict[str, float]:
+    """``kafka-jmx --one-time``: ``ObjectName:Attribute`` → value for every numeric attribute of the
+    beans matching ``object_name`` (a pattern may match many)."""
+    url = f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi"
+    output = run_tool(
+        "kafka-jmx", "--jmx-url", url, "--object-name", object_name, "--one-time", "true",
+        "--report-format", "csv",
+    )  # fmt: skip
+    values = {}
+    for line in output.splitlines():
+        key, _, value = line.rpartition(",")
+        if key == "time" or not key:
+            continue
+        try:
+            values[key.strip('"')] = float(value.strip('"'))
+        except ValueError:
+            continue  # a non-numeric attribute (RateUnit, ...)
+    return values
