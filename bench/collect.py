@@ -95,7 +95,7 @@ def _simulation(brokers: int, partitions: int) -> Simulation:
     return Simulation(Scenario.from_dict({"name": "bench", "brokers": brokers, "topics": topics}))
 
 
-def _cycle(args: argparse.Namespace, broker: KafkaBroker, run_dir: Path) -> bool:
+def _cycle(args: argparse.Namespace, broker: TansuBroker, run_dir: Path) -> bool:
     total = args.topics * args.partitions
     print(
         f"collect cycle: `kobs collect --once` over {args.brokers} exporter endpoints (simulator, "

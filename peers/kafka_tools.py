@@ -64,7 +64,9 @@ def parse_describe_topics(output: str) -> list[PartitionRow]:
     """Partition lines of ``kafka-topics --describe``: ``Topic: t<TAB>Partition: 0<TAB>Leader: 1 ...``."""
     rows = []
     for line in output.splitlines():
-        fields = dict(f.split(": ", 1) if ": " in f else (f.rstrip(":"), "") for f in line.strip().split("\t"))
+        fields = dict(
+            f.split(": ", 1) if ": " in f else (f.rstrip(":"), "") for f in line.strip().split("\t")
+        )
         if "Partition" not in fields:
             continue  # the topic's summary line
         leader = fields["Leader"].strip()

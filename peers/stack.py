@@ -17,9 +17,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from alerts.check import ALERTMANAGER_CONFIG, rule_files
 from common.config import Config, load_config
-from peers.tansu import TansuBroker
 from peers.process import HOST, ManagedProcess, free_port, http_ready, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
+from peers.tansu import TansuBroker
 from peers.zookeeper import ZooKeeper
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario

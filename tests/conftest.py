@@ -14,7 +14,7 @@ from peers.zookeeper import ZooKeeper
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory):
-    """A real 3-node Apache Kafka cluster (KRaft) shared by the session: tests that break a node restore it."""
+    """A real 3-node Kafka cluster (KRaft) shared by the session: tests that break a node restore it."""
     with KafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
         yield cluster
 

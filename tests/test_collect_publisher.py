@@ -14,9 +14,9 @@ from collectors.spool import Record, Spool
 from collectors.topic import refusal
 from common.config import Config
 from common.contract import Batch, Sample, decode
-from peers.tansu import TansuBroker
 from peers.process import free_port
 from peers.stack import create_topic
+from peers.tansu import TansuBroker
 
 TOPIC = "kobs.metrics"
 SOURCES = ("jmx/broker-1", "jmx/broker-2", "admin/offsets")
@@ -50,7 +50,7 @@ def test_spool_ignores_a_frame_cut_short(tmp_path):
 
 def _batch(source: str, seq: int) -> Batch:
     samples = tuple(
-        Sample("kafka_cluster_partitions", {"seq": str(seq), "i": str(i)}, float(i)) for i in range(3)
+        Sample("kafka_broker_partitions", {"seq": str(seq), "i": str(i)}, float(i)) for i in range(3)
     )
     return Batch("test", source, 1_700_000_000_000 + seq, samples)
 

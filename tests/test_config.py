@@ -106,12 +106,12 @@ ONE = "clusters: [{name: a, bootstrap_servers: [h:1]"  # a valid cluster, left o
         (ONE + ", mode: zk}]", "clusters[0].mode: 'zk' is invalid"),
         (ONE + ", mode: zookeeper}]", "clusters[0]: mode zookeeper needs the ZooKeeper connect string"),
         (
-            ONE + ", exporter_names: {my_urp: kafka_cluster_underreplicated_partitions}}]",
-            "clusters[0].exporter_names: my_urp: 'kafka_cluster_underreplicated_partitions' is not a "
-            "canonical metric name — did you mean 'kafka_cluster_under_replicated_partitions'?",
+            ONE + ", exporter_names: {my_urp: kafka_broker_underreplicated_partitions}}]",
+            "clusters[0].exporter_names: my_urp: 'kafka_broker_underreplicated_partitions' is not a "
+            "canonical metric name — did you mean 'kafka_broker_under_replicated_partitions'?",
         ),
         (
-            ONE + ", exporter_names: {my-urp: kafka_cluster_under_replicated_partitions}}]",
+            ONE + ", exporter_names: {my-urp: kafka_broker_under_replicated_partitions}}]",
             "clusters[0].exporter_names: 'my-urp' is not a Prometheus series name",
         ),
         ("clusters: []", "clusters: List should have at least 1 item"),

@@ -201,7 +201,7 @@ def test_documented_example_decodes_as_described():
     example = re.search(r"```json\n(.*?)```", text, re.S).group(1)
     batch = decode(example.encode())
     assert SCHEMA_VERSION == 1 and batch.cluster == "prod-eu" and batch.source == "jmx/broker-2"
-    urp = [s for s in batch.samples if s.name == "kafka_cluster_under_replicated_partitions"]
-    assert urp == [Sample("kafka_cluster_under_replicated_partitions", {"broker": "2"}, 3.0)]
+    urp = [s for s in batch.samples if s.name == "kafka_broker_under_replicated_partitions"]
+    assert urp == [Sample("kafka_broker_under_replicated_partitions", {"broker": "2"}, 3.0)]
     (event,) = batch.events
     assert event.fields["old_isr"] == [1, 2, 3] and event.fields["new_isr"] == [1, 3]

@@ -111,8 +111,10 @@ def test_a_killed_node_takes_its_replication_factor_1_partitions_offline_until_r
         kafka_cluster.restart(2)
     assert {r.partition for r in offline} == led_by_2 and all(r.leader == -1 for r in offline)
     back = wait_for(
-        lambda: not kafka_tools.describe_topics(
-            kafka_cluster.bootstrap, "--unavailable-partitions", topic="cluster-rf1"
+        lambda: (
+            not kafka_tools.describe_topics(
+                kafka_cluster.bootstrap, "--unavailable-partitions", topic="cluster-rf1"
+            )
         ),
         timeout_s=60,
     )

@@ -36,7 +36,7 @@ def test_batches_round_trip_through_the_real_broker_and_keys_pin_partitions(kafk
     create_topic(kafka_cluster.bootstrap, "contract-trip", 4)
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap, "batch.num.messages": 1})
     sent = [
-        Batch(f"c{i % 3}", "jmx/broker-1", 1000 + i, (Sample("kafka_cluster_leaders", {"broker": "1"}, i),))
+        Batch(f"c{i % 3}", "jmx/broker-1", 1000 + i, (Sample("kafka_broker_leaders", {"broker": "1"}, i),))
         for i in range(30)
     ]
     for batch in sent:

@@ -27,7 +27,7 @@ RECORDS = [
     )),
     Batch("prod", "zookeeper/isr", 1_732_270_001_000, (), (Event("isr_change", 1_732_270_000_500, SHRINK),)),
     Batch("prod", "exporter/broker-1", 1_732_270_002_000, (
-        Sample("kafka_cluster_partitions", {"broker": "1"}, 7),
+        Sample("kafka_broker_partitions", {"broker": "1"}, 7),
     )),
 ]  # fmt: skip
 
@@ -50,7 +50,7 @@ EXPECTED = [
     Observation("kafka_partition_end_offset", "prod", "admin/offsets", {"topic": "orders", "partition": "1"},
                 1_732_270_000.0, math.inf, None),
     Observation("isr_change", "prod", "zookeeper/isr", {}, 1_732_270_000.5, None, SHRINK),
-    Observation("kafka_cluster_partitions", "prod", "exporter/broker-1", {"broker": "1"}, 1_732_270_002.0, 7.0,
+    Observation("kafka_broker_partitions", "prod", "exporter/broker-1", {"broker": "1"}, 1_732_270_002.0, 7.0,
                 None),
 ]  # fmt: skip
 

@@ -19,7 +19,7 @@ ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
 def test_one_row_per_record_and_sample_and_one_per_dead_letter():
     good = encode(
         Batch("prod", "jmx/broker-1", 1732270000123, (
-            Sample("kafka_cluster_leaders", {"broker": "1"}, 7.0),
+            Sample("kafka_broker_leaders", {"broker": "1"}, 7.0),
             Sample("kafka_request_time_ms_mean", {"broker": "1", "request": "Produce"}, math.nan),
         ))
     )  # fmt: skip
@@ -33,7 +33,7 @@ def test_one_row_per_record_and_sample_and_one_per_dead_letter():
     assert first["cluster"] == "prod" and first["source"] == "jmx/broker-1"
     assert first["ts"] == datetime(2024, 11, 22, 10, 6, 40, 123000, tzinfo=UTC)  # 1732270000.123 s
     assert (first["name"], dict(first["labels"]), first["value"]) == (
-        "kafka_cluster_leaders",
+        "kafka_broker_leaders",
         {"broker": "1"},
         7.0,
     )
@@ -55,11 +55,11 @@ def test_events_become_rows_named_by_their_type_with_their_own_time_and_fields()
          "leader_epoch": 4, "change": "shrink"},
     )  # fmt: skip
     record = encode(
-        Batch("prod", "zookeeper/isr", 1732270000000, (Sample("kafka_cluster_leaders", {}, 1),), (shrink,))
+        Batch("prod", "zookeeper/isr", 1732270000000, (Sample("kafka_broker_leaders", {}, 1),), (shrink,))
     )
     own, sample, event = to_record_batch([(record, 0, 7)], "kobs.metrics", ARROW).to_pylist()
     assert own["name"] == RECORD and own["ts"] == event["ts"]  # a record's newest time: its event's
-    assert sample["event"] is None and sample["name"] == "kafka_cluster_leaders"
+    assert sample["event"] is None and sample["name"] == "kafka_broker_leaders"
     assert (event["name"], event["labels"], event["value"]) == ("isr_change", None, None)
     assert event["ts"] == datetime(2024, 11, 22, 10, 6, 45, tzinfo=UTC)  # the event's time, not the batch's
     assert json.loads(event["event"])["new_isr"] == [1, 3]
@@ -121,12 +121,12 @@ def test_with_names_only_those_samples_and_events_become_rows_and_records_and_de
         {"topic": "orders", "partition": 2, "old_isr": [1, 2], "new_isr": [1], "leader": 1,
          "leader_epoch": 4, "change": "shrink"},
     )  # fmt: skip
-    samples = (Sample("kafka_cluster_leaders", {"broker": "1"}, 7), Sample("kafka_cluster_partitions", {}, 9))
+    samples = (Sample("kafka_broker_leaders", {"broker": "1"}, 7), Sample("kafka_broker_partitions", {}, 9))
     record = encode(Batch("prod", "jmx/broker-1", 1732270000000, samples, (shrink,)))
     records = [(record, 0, 1), (b"[]", 0, 2)]
-    kept = to_record_batch(records, "kobs.metrics", ARROW, {"kafka_cluster_partitions", "isr_change"})
+    kept = to_record_batch(records, "kobs.metrics", ARROW, {"kafka_broker_partitions", "isr_change"})
     assert [(r["name"], r["offset"]) for r in kept.to_pylist()] == [
-        (RECORD, 1), ("kafka_cluster_partitions", 1), ("isr_change", 1), (None, 2)
+        (RECORD, 1), ("kafka_broker_partitions", 1), ("isr_change", 1), (None, 2)
     ]  # fmt: skip
     assert kept.to_pylist()[-1]["dead_letter"] == "record is a JSON list, expected an object"
     assert [r["name"] for r in to_record_batch(records, "kobs.metrics", ARROW, set()).to_pylist()] == [
