@@ -8,7 +8,8 @@ the confluent-kafka producer and the on-disk :class:`~collectors.spool.Spool`:
   ``CREATE_TIMEOUT_S``; a refusal raises :class:`~collectors.topic.TopicError`, no answer does not;
 - healthy and spool empty: records go straight to Kafka;
 - when a delivery fails or librdkafka reports all brokers down, outstanding records are purged from the
-  producer and written to the spool in delivery-report order, followed by everything queued after them;
+  producer and written to the spool in the order they were sent (librdkafka reports purged records
+  queued ones first, in-flight ones after), followed by everything queued after them;
 - while the spool holds anything, new records are appended behind it, so per-key order is kept;
 - every ``probe_interval_s`` a metadata request checks the topic (created if missing, given ``create``);
   once it has leaders again the spool is replayed oldest segment first, and a segment is only deleted (or
@@ -22,6 +23,7 @@ samples plus events: ``sent`` (delivered directly), ``spooled``, ``replayed`` (d
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -84,7 +86,8 @@ class Publisher:
         # Sender-thread state.
         self._healthy = True
         self._down = False  # set by callbacks: fail over at the next turn of the loop
-        self._failed: list[Record] = []  # direct records whose delivery failed, in report order
+        self._failed: list[tuple[int, Record]] = []  # (send ordinal, record) of failed direct deliveries
+        self._sent_ordinal = itertools.count()  # the order direct records went to the producer
         self._replay: list[Record] = []  # the spool segment being replayed
         self._replay_done: set[int] = set()
         self._next_probe = 0.0
@@ -142,10 +145,11 @@ class Publisher:
         return self._healthy
 
     def flush(self, timeout_s: float) -> bool:
-        """Wait until everything submitted is delivered; False if something is still queued or spooled."""
+        """Wait until everything submitted is delivered and the spool let go of what it replayed; False if
+        something is still queued or spooled."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._pending == 0:
+            if self._pending == 0 and self._spool.empty:
                 return True
             time.sleep(0.02)
         return False
@@ -196,17 +200,18 @@ class Publisher:
                 record = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if not self._produce(record, self._direct_report(record)):
-                self._failed.append(record)
+            ordinal = next(self._sent_ordinal)
+            if not self._produce(record, self._direct_report(ordinal, record)):
+                self._failed.append((ordinal, record))
                 self._down = True
 
-    def _direct_report(self, record: Record) -> Callable[[KafkaError | None, Any], None]:
+    def _direct_report(self, ordinal: int, record: Record) -> Callable[[KafkaError | None, Any], None]:
         def report(err: KafkaError | None, _msg: Any) -> None:
             if err is None:
                 self.stats.sent += record.items
                 self._count(dropped=0, pending=record.items)
             else:
-                self._failed.append(record)
+                self._failed.append((ordinal, record))
                 self._down = True
 
         return report
@@ -245,7 +250,7 @@ class Publisher:
         if self._replay:
             self._finish_replay()
         failed, self._failed = self._failed, []
-        for record in failed:
+        for _ordinal, record in sorted(failed, key=lambda failure: failure[0]):
             self._spill(record)
 
     def _fail_over(self) -> None:

@@ -76,7 +76,11 @@ def _exporter_names(value: dict[str, str]) -> dict[str, str]:
 
 
 def _comma_list(value: Any) -> Any:
-    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+    """``"a:1,b:2"`` and ``["a:1,b:2"]`` (a bootstrap string put in a list) both mean ``["a:1", "b:2"]``."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        return value
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]
 
 
 HostPort = Annotated[str, AfterValidator(_host_port)]

@@ -61,8 +61,11 @@ def render(properties: Mapping[str, object]) -> str:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as ``kafka-storage`` makes."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as ``kafka-storage`` makes;
+    like Kafka's ``Uuid.randomUuid``, never one starting with ``-`` (command lines take it for an option)."""
+    while (found := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return found
 
 
 class KafkaNode(ManagedProcess):

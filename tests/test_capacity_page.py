@@ -8,6 +8,7 @@ import pytest
 import yaml
 from streamlit.testing.v1 import AppTest
 
+from peers import kafka_tools
 from peers.process import free_port
 from peers.stack import create_topic
 
@@ -146,16 +147,20 @@ def use_cluster(bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.peers
 def test_broker_failure_against_a_live_topics_placement(kafka_cluster, tmp_path, monkeypatch):
-    # tansu is one node (id 111) holding every replica: losing it takes every partition offline, and a keyed
-    # producer's 1 MiB/s all piles up in its 32 MiB buffer: 32.0 s.
+    # Three partitions of replication factor 1 on three brokers, as kafka-topics --describe places them:
+    # losing broker 1 (the page's default) takes its partitions offline, and a keyed producer's 1 MiB/s
+    # aimed at them piles up in its 32 MiB buffer: with one of three partitions lost, 32 / (1/3) = 96.0 s.
     create_topic(kafka_cluster.bootstrap, "whatif-live", 3)
+    placed = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic="whatif-live")
+    on_1 = [r.partition for r in placed if r.replicas == (1,)]
+    assert len(on_1) == 1  # Kafka spreads three single-replica partitions over three brokers
     use_cluster(kafka_cluster.bootstrap, tmp_path, monkeypatch)
     at = run()
     at.radio(key="source").set_value("of a live topic").run()
     at.selectbox(key="topic").set_value("whatif-live").run()
-    assert lost_brokers(at).value == [111]
-    assert any("Offline partitions: **[0, 1, 2]**" in m.value for m in at.markdown)
-    assert "send() blocks after 32.0 s" in markdown_after(at, "<div id='verdict'>")
+    assert lost_brokers(at).value == [1]
+    assert any(f"Offline partitions: **{on_1}**" in m.value for m in at.markdown)
+    assert "send() blocks after 96.0 s" in markdown_after(at, "<div id='verdict'>")
 
 
 def test_an_unreachable_cluster_is_one_message_in_the_failure_tab(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from collectors.offsets import GroupInfo, OffsetsSource, group_samples
 from common import names
 from common.config import Cluster
 from common.contract import Event, Sample, decode, encode
+from peers import kafka_tools
 from peers.process import free_port
 from peers.stack import create_topic
 
@@ -41,12 +42,11 @@ def test_group_samples_leave_out_missing_commits_and_undescribed_members():
 
 
 def _produce(bootstrap: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
     for partition, count in PRODUCED.items():
         for i in range(count):
             producer.produce(topic, f"m{i}".encode(), partition=partition)
-            producer.flush(10)  # one record batch per message: tansu's "latest" offset is then exact
-    assert producer.flush(10) == 0
+    assert producer.flush(10) == 0  # multi-message record batches: the end offset is past the last one
 
 
 def _commit_as_group(bootstrap: str, topic: str, group: str) -> None:
@@ -102,6 +102,10 @@ def test_offsets_match_what_was_produced_and_committed(kafka_cluster, cluster):
     assert starts == dict.fromkeys(PRODUCED, 0)
     assert committed == COMMITTED
     assert {p: ends[p] - committed[p] for p in committed} == {0: 3, 1: 0}  # lag: produced - committed
+    tool = {r.partition: r for r in kafka_tools.describe_group(kafka_cluster.bootstrap, group)}
+    assert {p: (r.current_offset, r.log_end_offset, r.lag) for p, r in tool.items() if p in committed} == {
+        p: (committed[p], ends[p], ends[p] - committed[p]) for p in committed
+    }  # kafka-consumer-groups --describe says the same
     info = [s for s in samples if s.name == names.GROUP_INFO and s.labels["group"] == group]
     assert len(info) == 1 and info[0].value == 1
 
@@ -137,27 +141,32 @@ def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_c
     live = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     before = topics(live, timeout_s=10)
     create_topic(kafka_cluster.bootstrap, "shared-metadata-new", 1)
-    after = topics(live, timeout_s=10)
+    deadline = time.monotonic() + 10  # each broker learns of a new topic a moment after the controller
+    while "shared-metadata-new" not in (after := topics(live, timeout_s=10)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert "shared-metadata-new" in after and "shared-metadata-new" not in before
 
 
 def test_metadata_reports_partitions_and_a_baseline_without_events(kafka_cluster, cluster):
     topic = "metadata-payments"
-    create_topic(kafka_cluster.bootstrap, topic, 3)
+    create_topic(kafka_cluster.bootstrap, topic, 3, replication_factor=3)
+    truth = {r.partition: r for r in kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)}
     source = MetadataSource(cluster)
     first, second = source.collect(), source.collect()
     assert first.errors == [] and second.errors == []
-    leaders = {
-        k: v
-        for k, v in _values(first.batch.samples, names.PARTITION_LEADER).items()
-        if dict(k)["topic"] == topic
-    }
-    assert len(leaders) == 3
-    assert set(leaders.values()) == {111}  # tansu is one node, id 111 (see docs/peers.md)
-    isr = [
-        s.value for s in first.batch.samples if s.name == names.PARTITION_ISR and s.labels["topic"] == topic
-    ]
-    assert isr == [1, 1, 1]
+
+    def per_partition(name):
+        return {
+            int(dict(k)["partition"]): v
+            for k, v in _values(first.batch.samples, name).items()
+            if dict(k)["topic"] == topic
+        }
+
+    # Kafka's own kafka-topics --describe is the truth: leaders spread over the three nodes, full ISRs
+    assert per_partition(names.PARTITION_LEADER) == {p: r.leader for p, r in truth.items()}
+    assert (
+        per_partition(names.PARTITION_ISR) == {p: len(r.isr) for p, r in truth.items()} == {0: 3, 1: 3, 2: 3}
+    )
     assert first.batch.events == () and second.batch.events == ()  # nothing changed in between
 
 
@@ -173,8 +182,8 @@ def test_metadata_reports_each_topics_min_insync_replicas(kafka_cluster, cluster
     assert scrape.errors == []
     min_isr = _values(scrape.batch.samples, names.TOPIC_MIN_ISR)
     assert min_isr[(("topic", "metadata-strict"),)] == 2
-    # tansu lists only a topic's own settings (a Kafka broker adds its defaults): nothing to report
-    assert (("topic", "metadata-lax"),) not in min_isr
+    # a topic without its own setting has the broker's default, which Kafka reports with it: 1
+    assert min_isr[(("topic", "metadata-lax"),)] == 1
 
 
 def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(kafka_cluster, cluster):

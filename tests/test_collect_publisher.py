@@ -5,18 +5,19 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from collectors import publisher as publisher_module
 from collectors.publisher import Publisher
 from collectors.spool import Record, Spool
-from collectors.topic import refusal
+from collectors.topic import TopicError
 from common.config import Config
 from common.contract import Batch, Sample, decode
+from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
-from peers.tansu import TansuBroker
 
 TOPIC = "kobs.metrics"
 SOURCES = ("jmx/broker-1", "jmx/broker-2", "admin/offsets")
@@ -95,7 +96,7 @@ def _assert_ordered_per_source(seen: list[tuple[str, int]]) -> None:
         if not by_source[source] or by_source[source][-1] != seq:
             by_source[source].append(seq)
     for source, seqs in by_source.items():
-        assert seqs == sorted(seqs), f"{source} out of order"
+        assert seqs == sorted(seqs), f"{source} out of order: {seqs}"
 
 
 def _partitions(bootstrap: str, topic: str) -> int | None:
@@ -146,26 +147,27 @@ def test_start_against_an_unreachable_cluster_does_not_fail(tmp_path, monkeypatc
         publisher.close(timeout_s=0)
 
 
-def test_a_refused_creation_names_the_cause_and_the_setting_to_fix():
-    # tansu accepts any replication factor and has no ACLs, so it cannot refuse: the error is the one a
-    # Kafka broker returns for a replication factor above its broker count, as librdkafka reports it.
-    error = KafkaError(
-        KafkaError.INVALID_REPLICATION_FACTOR, "Replication factor: 3 larger than available brokers: 1."
+def test_a_refused_creation_names_the_cause_and_the_setting_to_fix(kafka_cluster, tmp_path):
+    # Three brokers cannot hold four replicas: Kafka refuses, and the publisher says why and what to change.
+    config = _config(kafka_cluster.bootstrap, tmp_path, "publisher-refused", 6)
+    config = config.model_copy(
+        update={"metrics_topic": config.metrics_topic.model_copy(update={"replication_factor": 4})}
     )
-    message = refusal("kobs.metrics", 6, 3, error)
-    assert message == (
-        "cannot create metrics topic 'kobs.metrics' (6 partitions, replication factor 3): "
-        "INVALID_REPLICATION_FACTOR: Replication factor: 3 larger than available brokers: 1. "
-        "— set metrics_topic.replication_factor to at most the broker count"
+    with pytest.raises(TopicError) as refused:
+        Publisher.from_config(config).start()
+    assert str(refused.value).startswith(
+        "cannot create metrics topic 'publisher-refused' (6 partitions, replication factor 4): "
+        "INVALID_REPLICATION_FACTOR: "
     )
+    assert str(refused.value).endswith("— set metrics_topic.replication_factor to at most the broker count")
+    assert _partitions(kafka_cluster.bootstrap, "publisher-refused") is None
 
 
 def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
-    port = free_port()
-    broker = TansuBroker(tmp_path / "kafka-1", port).start()
+    cluster = KafkaCluster(tmp_path / "kafka", nodes=1).start()  # its own: this test kills it
     config = Config.model_validate(
         {
-            "clusters": [{"name": "test", "bootstrap_servers": [broker.bootstrap]}],
+            "clusters": [{"name": "test", "bootstrap_servers": [cluster.bootstrap]}],
             "sinks": {"run_dir": str(tmp_path)},
         }
     )
@@ -174,38 +176,39 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
         # Phase 1: broker up. Everything arrives once.
         _submit(publisher, range(0, 30))
         assert publisher.flush(20)
-        phase1 = _read_back(broker.bootstrap, 90)
+        phase1 = _read_back(cluster.bootstrap, 90)
         assert Counter(phase1) == Counter((SOURCES[s % 3], s) for s in range(30) for _ in range(3))
 
-        # Phase 2: stop the broker right after submitting, while records are queued or in flight.
+        # Phase 2: the broker crashes (SIGKILL) right after a submit, while records are queued or in flight.
         _submit(publisher, range(30, 60))
-        broker.stop()
-        # Phase 3: broker down. Submits still return at once; records pile up in the spool.
+        cluster.kill(1)
+        # Phase 3: broker down. Submits still return at once; records pile up in the spool. librdkafka says
+        # "all brokers down" at once, or, when a bootstrap connection it never used keeps it from counting
+        # every broker down, the records in flight fail after message.timeout.ms (30 s).
         _submit(publisher, range(60, 120))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 40
         while publisher.stats.spooled < 60 * 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert publisher.stats.spooled >= 60 * 3
         assert publisher.spool_bytes > 0
         assert not publisher.flush(0.5)
 
-        # Restart on the same port: memory storage, so the topic is gone; the publisher creates it again.
-        broker = TansuBroker(tmp_path / "kafka-2", port).start()
+        # The broker comes back on the same ports with its data, as after a crash and a restart.
+        cluster.restart(1)
         # Phase 4: after recovery, new records queue behind the spool.
         _submit(publisher, range(120, 150))
-        assert publisher.flush(30)
+        assert publisher.flush(60)
         assert publisher.spool_bytes == 0
         assert publisher.stats.dropped == 0
         assert publisher.stats.replayed == publisher.stats.spooled
 
-        seen = _read_back(broker.bootstrap, (150 - 60) * 3)
+        seen = _read_back(cluster.bootstrap, 150 * 3)
         counts = Counter(seen)
         assert max(counts.values()) == 3, "a sample arrived more than once"  # 3 samples per (source, seq)
-        for seq in range(60, 150):  # everything submitted after the stop arrives
-            assert counts[(SOURCES[seq % 3], seq)] == 3
-        assert {seq for _, seq in counts} <= set(range(30, 150))  # phase 1 died with the old broker
+        for seq in range(150):  # nothing lost: neither what was acknowledged nor what was in flight
+            assert counts[(SOURCES[seq % 3], seq)] == 3, seq
         _assert_ordered_per_source(seen)
-        assert _partitions(broker.bootstrap, TOPIC) == 6  # the configured count; tansu auto-creates 4
+        assert _partitions(cluster.bootstrap, TOPIC) == 6  # the configured count
     finally:
         publisher.close(timeout_s=5)
-        broker.stop()
+        cluster.stop()
