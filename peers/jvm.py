@@ -8,6 +8,11 @@ time: a missing folder is an error that says to run setup.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -52,3 +57,24 @@ def jmx_flags(port: int) -> list[str]:
         "-Dcom.sun.management.jmxremote.authenticate=false",
         "-Dcom.sun.management.jmxremote.ssl=false",
     ]
+
+
+def compiled(source: Path, profile: str | None = None) -> Path:
+    """The directory holding the classes of one Java ``source`` file (against the jar set ``profile``),
+    compiled with the local ``javac`` at first use into a cache keyed by the source's and jars' identity."""
+    cp = classpath(profile) if profile else ""
+    digest = hashlib.sha256(source.read_bytes() + cp.encode()).hexdigest()[:16]
+    cache = CACHE.parent / "classes" / f"{source.stem}-{digest}"
+    if not (cache / f"{source.stem}.class").exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        build = tempfile.mkdtemp(dir=cache.parent)
+        argv = ["javac", "-d", build, *(["-cp", cp] if cp else []), str(source)]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            shutil.rmtree(build)
+            raise PeerError(f"javac {source.name} failed: {done.stderr.strip()}")
+        try:
+            os.rename(build, cache)  # atomic; a concurrent compile of the same source may have won
+        except OSError:
+            shutil.rmtree(build)
+    return cache

@@ -88,12 +88,11 @@ class Producer:
         sent = self._complete(cluster.state.hw[topic.rows], size)
         errors = self._expire(size, now)
         sent += self._drain(cluster, topic, accepts, size)
-        waited = 0.0
+        ended = 0.0  # waits that ended this tick: Kafka's BufferPool records a wait when await returns
         if self.blocked and self.available_bytes >= size:
+            ended += now - self.blocked_since
             self.blocked_since = None
-        if self.blocked:
-            waited = dt
-        else:
+        if not self.blocked:
             rate = self.spec.burst_messages_per_s if self.spec.in_burst(now) else self.messages_per_s
             demand = self._carry + rate * dt
             wanted = int(demand)
@@ -101,19 +100,19 @@ class Producer:
             admitted, passed = self._send(cluster, topic, accepts, wanted, size)
             sent += passed
             if admitted < wanted:
-                waited = dt * (1 - admitted / wanted)
-                self.blocked_since = now - waited
+                self.blocked_since = now - dt * (1 - admitted / wanted)
         if self.blocked:
             max_block = self.spec.max_block_ms / 1000
-            while now - self.blocked_since >= max_block:
+            while now - self.blocked_since >= max_block:  # send() gives up: a TimeoutException per thread
                 errors += self.spec.threads
+                ended += max_block
                 self.blocked_since += max_block
         self.sent_total += sent
         self.error_total += errors
-        self.wait_s_total += waited
+        self.wait_s_total += ended
         self.send_rate.add(now, dt, sent)
         self.error_rate.add(now, dt, errors)
-        self.wait_ratio.add(now, dt, waited)
+        self.wait_ratio.add(now, dt, ended)
 
     def _complete(self, hw: np.ndarray, size: int) -> int:
         """acks=all: batches the HW has passed are acknowledged in order per partition, freeing memory."""

@@ -2,14 +2,17 @@
 
 Pure (no Spark). Kafka's producer appends records to a ``buffer.memory`` accumulator; batches for a
 partition without a leader (or, with ``acks=all``, under ``min.insync.replicas``) stay there, and when a
-new batch cannot be allocated ``send()`` blocks the caller (KAFKA_NOTES.md, the replication-factor-1
+new batch cannot be allocated ``send()`` blocks the caller (the replication-factor-1
 incident). Two kinds of evidence:
 
 - **Client side** (``producer/<client-id>`` sources): buffer available/total bytes, waiting threads,
-  bufferpool wait ratio, send and error rates. *Blocked* when threads wait (``waiting-threads > 0`` or
-  ``bufferpool-wait-ratio > 0``) or the buffer is exhausted (less than one default ``batch.size``, 16 KiB,
-  available: the buffer pool cannot hand out a new batch). The *fill rate* is the growth of used bytes
-  over the last minute of scrapes.
+  bufferpool wait ratio, send and error rates. *Blocked* when threads wait for buffer space
+  (``waiting-threads > 0``) or the buffer is exhausted (less than one default ``batch.size``, 16 KiB,
+  available: the buffer pool cannot hand out a new batch). Not the wait ratio: Kafka's ``BufferPool``
+  records a wait's time when the wait ends, so the ratio stays near 0 while ``send()`` blocks and rises
+  after the recovery (a real client: 0.005 during a 43 s block, 0.8 afterwards with waiting-threads 0 and
+  97 % of its buffer free); it is kept as history. The *fill rate* is the growth of used bytes over the
+  last minute of scrapes.
 - **Broker side**, per topic: partitions without a leader (``kafka_partition_leader`` -1 or an
   ``isr_change`` event with leader -1) and partitions under min ISR (ISR count below
   ``kafka_topic_min_insync_replicas``, 1 when not reported) while the brokers refuse produce requests for
@@ -104,8 +107,8 @@ def _isr_change(o: Observation) -> tuple[str, str, int, int] | None:
         return None
 
 
-def is_blocked(waiting_threads: float, wait_ratio: float, available_bytes: float) -> bool:
-    return waiting_threads > 0 or wait_ratio > 0 or available_bytes < BATCH_SIZE
+def is_blocked(waiting_threads: float, available_bytes: float) -> bool:
+    return waiting_threads > 0 or available_bytes < BATCH_SIZE
 
 
 @dataclass
@@ -372,7 +375,7 @@ class ProducerAnalysis:
         if "available" in values and "total" in values:
             available, total = values["available"], values["total"]
             utilization = 1 - available / total if total > 0 else None
-            blocked = is_blocked(values.get("waiting_threads", 0), values.get("wait_ratio", 0), available)
+            blocked = is_blocked(values.get("waiting_threads", 0), available)
             if len(client.used) >= 2:
                 (t0, used0), (t1, used1) = client.used[0], client.used[-1]
                 client_fill = (used1 - used0) / (t1 - t0)

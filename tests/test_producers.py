@@ -161,7 +161,9 @@ def test_client_side_fill_rate_and_draining():
     [
         (32 * MIB, 0, 0.0, 0),
         (32 * MIB, 3, 0.0, 1),  # threads wait for buffer space
-        (32 * MIB, 0, 0.2, 1),  # threads waited 20 % of the recent window
+        # waits that ended: Kafka's BufferPool records a wait when it ends, so after a recovery the ratio
+        # is high while nobody waits (a real client: 0.8, waiting-threads 0, 97 % of its buffer free)
+        (32 * MIB, 0, 0.8, 0),
         (10_000, 0, 0.0, 1),  # less than one 16 KiB batch left: the next batch cannot be allocated
         (16_384, 0, 0.0, 0),
     ],
