@@ -12,6 +12,10 @@ from common.placement import Assignment
 
 def live_placement(cluster: Cluster, timeout_s: float = 5.0) -> Mapping[str, Assignment]:
     """topic -> partition -> replicas (preferred leader first) of every non-internal topic."""
+    if not cluster.bootstrap_servers:
+        raise InputError(
+            "cluster", f"{cluster.name}: no bootstrap_servers configured — its topics are unknown"
+        )
     try:
         topics = admin_client(cluster).list_topics(timeout=timeout_s).topics
     except Exception as exc:  # KafkaException: the cluster did not answer in time

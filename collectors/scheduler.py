@@ -113,15 +113,15 @@ def build_jobs(config: Config) -> list[Job]:
 
     jobs: list[Job] = []
     for cluster in config.clusters:
-        admin = admin_client(cluster)  # shared by the cluster's Admin API sources
-        jobs.append(
-            Job(cluster.name, OffsetsSource(cluster, own(intervals.offsets_s), admin), intervals.offsets_s)
-        )
-        # partition state and ISR changes: one source, ZooKeeper's znodes when it is there, else metadata
-        metadata = MetadataSource(
-            cluster, own(intervals.metadata_s), admin, partition_state=not cluster.isr_from_zookeeper
-        )
-        jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
+        if cluster.bootstrap_servers:
+            admin = admin_client(cluster)  # shared by the cluster's Admin API sources
+            offsets = OffsetsSource(cluster, own(intervals.offsets_s), admin)
+            jobs.append(Job(cluster.name, offsets, intervals.offsets_s))
+            # partition state and ISR changes: one source, ZooKeeper's znodes when it is there, else metadata
+            metadata = MetadataSource(
+                cluster, own(intervals.metadata_s), admin, partition_state=not cluster.isr_from_zookeeper
+            )
+            jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
         if cluster.zookeeper and cluster.isr_from_zookeeper:
             zk = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
             jobs.append(Job(cluster.name, _Connected(zk), intervals.metadata_s))

@@ -140,7 +140,7 @@ class ProducerEndpoint(_Model):
 
 class Cluster(_Model):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
-    bootstrap_servers: Servers
+    bootstrap_servers: Servers | None = None  # None: no Admin API access (offsets, metadata) to this cluster
     mode: Literal["auto", "zookeeper", "kraft"] = "auto"
     zookeeper: Annotated[str, AfterValidator(_zk_connect)] | None = None
     security: Security = Security()
@@ -157,6 +157,10 @@ class Cluster(_Model):
     def _zookeeper_for_zookeeper_mode(self) -> Cluster:
         if self.mode == "zookeeper" and self.zookeeper is None:
             raise ValueError("mode zookeeper needs the ZooKeeper connect string — set zookeeper: host:2181")
+        if not (self.bootstrap_servers or self.zookeeper or self.jmx or self.exporters or self.producers):
+            raise ValueError(
+                "nothing to watch — set bootstrap_servers (Admin API) or zookeeper, jmx, exporters, producers"
+            )
         return self
 
     @property
@@ -241,9 +245,20 @@ class Config(_Model):
             raise ValueError(f"cluster names must be unique; {duplicates} repeat")
         return self
 
+    @model_validator(mode="after")
+    def _metrics_topic_reachable(self) -> Config:
+        if not self.metrics_bootstrap:
+            raise ValueError(
+                "the metrics topic has no brokers — set metrics_topic.bootstrap_servers or a cluster's "
+                "bootstrap_servers"
+            )
+        return self
+
     @property
     def metrics_bootstrap(self) -> list[str]:
-        return self.metrics_topic.bootstrap_servers or self.clusters[0].bootstrap_servers
+        """Where the metrics topic lives: its own servers, else the first cluster's that has them."""
+        watched = (c.bootstrap_servers for c in self.clusters if c.bootstrap_servers)
+        return self.metrics_topic.bootstrap_servers or next(watched, [])
 
 
 DEFAULTS: dict[str, Any] = {"clusters": [{"name": "demo", "bootstrap_servers": ["127.0.0.1:9092"]}]}

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from collectors.scheduler import build_jobs
 from common.config import Config, ConfigError, load_config
 from common.kafka_clients import cluster_settings, redact
 
@@ -115,6 +116,11 @@ ONE = "clusters: [{name: a, bootstrap_servers: [h:1]"  # a valid cluster, left o
             "clusters[0].exporter_names: 'my-urp' is not a Prometheus series name",
         ),
         ("clusters: []", "clusters: List should have at least 1 item"),
+        ("clusters: [{name: a}]", "clusters[0]: nothing to watch — set bootstrap_servers (Admin API) or"),
+        (
+            "clusters: [{name: a, exporters: [{broker_id: 1, url: 'http://h:1/metrics'}]}]",
+            "the metrics topic has no brokers — set metrics_topic.bootstrap_servers or a cluster's",
+        ),
         ("metrics_topic: {name: x}", "clusters: required key is missing"),
         ("- just\n- a list", "the top level must be a mapping"),
         ("clusters: [{name: a\n", "not valid YAML at line"),
@@ -125,6 +131,20 @@ def test_invalid_config_is_one_line_naming_the_key(tmp_path, text, message):
         load_config(write(tmp_path, text), environ={})
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_cluster_without_admin_access_is_watched_through_its_other_sources(tmp_path):
+    text = (
+        "clusters: [{name: fleet, exporters: [{broker_id: 1, url: 'http://h:1/metrics'}]},"
+        " {name: real, bootstrap_servers: 'b:1,b:2'}]"
+    )
+    config = load_config(write(tmp_path, text), environ={})
+    assert config.clusters[0].bootstrap_servers is None
+    assert config.metrics_bootstrap == ["b:1", "b:2"]  # the first cluster that has brokers to write to
+    jobs = {(job.cluster, job.source.name) for job in build_jobs(config)}
+    assert ("fleet", "exporter/broker-1") in jobs
+    assert not any(cluster == "fleet" and name.startswith("admin/") for cluster, name in jobs)
+    assert ("real", "admin/offsets") in jobs
 
 
 def test_missing_file_says_so(tmp_path):
