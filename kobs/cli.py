@@ -54,13 +54,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="start the embedded stack (broker, ZooKeeper, Prometheus, Alertmanager) and keep it running",
-        description="Start the embedded stack on 127.0.0.1, print what runs where, run until Ctrl-C, "
-        "then stop everything.",
+        help="run a real 3-broker Kafka cluster with Kafka Observatory watching it, and play incidents",
+        description="Start on 127.0.0.1 a real Apache Kafka cluster (3 KRaft brokers) with real traffic, a "
+        "simulated fleet beside it, Prometheus, Alertmanager and Kafka Observatory (collect, stream, app); "
+        "print what runs where; play the incidents on the real cluster (a broker of a replication-factor-1 "
+        "topic dies and a producer blocks; a follower hangs and partitions are under-replicated), each "
+        "step and page printed as it happens; run until Ctrl-C, then stop everything.",
     )
     demo.add_argument("--run-dir", type=Path, help="where logs and data go (default: var/demo-<time>)")
     demo.add_argument(
         "--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C"
+    )
+    demo.add_argument(
+        "--incidents",
+        choices=("on", "off"),
+        default="on",
+        help="play the incidents (default), or leave the cluster quiet to explore or break yourself",
+    )
+    demo.add_argument(
+        "--fleet",
+        choices=("on", "off"),
+        default="on",
+        help="the simulated 30-broker fleet beside the real cluster (default on; off saves CPU)",
     )
     demo.set_defaults(run=_demo)
 
@@ -81,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _demo(args: argparse.Namespace) -> int:
     from kobs.demo import run_demo
 
-    return run_demo(run_dir=args.run_dir, duration_s=args.duration)
+    return run_demo(
+        run_dir=args.run_dir,
+        duration_s=args.duration,
+        incidents=args.incidents == "on",
+        fleet=args.fleet == "on",
+    )
 
 
 def _collect(args: argparse.Namespace) -> int:

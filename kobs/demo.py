@@ -1,11 +1,16 @@
-"""``kobs demo``: bring up the embedded stack, say what runs where, run until Ctrl-C, stop cleanly."""
+"""``kobs demo``: bring up the embedded stack, say what runs where, play the incidents on the real cluster
+(unless told not to), run until Ctrl-C or the duration, stop cleanly."""
 
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
+from kobs.incidents import Player
+from peers.pager import Notification
 from peers.stack import EmbeddedStack
 
 
@@ -13,20 +18,47 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def run_demo(run_dir: Path | None = None, duration_s: float | None = None) -> int:
+def describe_notification(notification: Notification) -> str:
+    """One line per alert of an Alertmanager notification, as a pager would show it."""
+    kind = notification.receiver.upper()
+    lines = []
+    for alert in notification.payload["alerts"]:
+        labels = alert["labels"]
+        where = " ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("alertname", "severity"))
+        text = alert["annotations"].get("summary", "")
+        lines.append(f"{kind} {alert['status']}: {labels['alertname']} {{{where}}} {text}".rstrip())
+    return "\n".join(lines)
+
+
+def run_demo(
+    run_dir: Path | None = None, duration_s: float | None = None, incidents: bool = True, fleet: bool = True
+) -> int:
     run_dir = run_dir or Path("var") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C
-    stack = EmbeddedStack(run_dir.resolve())
+
+    def show(notification: Notification) -> None:
+        print(f"[pager] {describe_notification(notification)}", flush=True)
+
+    stack = EmbeddedStack(run_dir.resolve(), fleet=fleet, on_notification=show)
+    player = None
     try:
         stack.start(progress=lambda step: print(f"  {step}", flush=True))
         print("\nKafka Observatory demo is running:", flush=True)
         for what, where in stack.describe():
-            print(f"  {what:<28} {where}", flush=True)
+            print(f"  {what:<36} {where}", flush=True)
         print("\nPress Ctrl-C to stop.", flush=True)
-        stack.simulation.run(speed=1.0, duration_s=duration_s)  # real time, until Ctrl-C or the duration
+        if incidents:
+            player = Player(stack, out=lambda line: print(line, flush=True))
+            threading.Thread(target=player.play, name="incidents", daemon=True).start()
+        if stack.simulation:
+            stack.simulation.run(speed=1.0, duration_s=duration_s)  # real time, until Ctrl-C or the duration
+        else:
+            time.sleep(duration_s if duration_s is not None else float("inf"))
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)
     finally:
+        if player:
+            player.stopped.set()
         stack.stop()
     print("demo stopped; everything it started has exited.", flush=True)
     return 0

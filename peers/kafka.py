@@ -147,7 +147,7 @@ class KafkaCluster:
         self.version = jvm.version(self.profile)
         self.cluster_id = new_cluster_id()
         replicas = min(3, nodes)
-        base = {
+        self.settings = base = {
             **SMALL,
             **FAST_INCIDENTS,
             "offsets.topic.replication.factor": replicas,

@@ -1,8 +1,17 @@
-"""The embedded stack the demo runs on loopback: broker (with real traffic: a producer, a healthy and a
-lagging consumer group), ZooKeeper, a simulated multi-broker cluster
-(JMX-exporter endpoints, znodes in that ZooKeeper), Prometheus scraping it with the shipped alert rules,
-Alertmanager with the shipped routing, and Kafka Observatory itself: ``kobs collect``, ``kobs stream``
-and ``kobs app`` on the configuration the stack writes."""
+"""The demo's stack on loopback, as ``kobs demo`` runs it:
+
+- **the real cluster** ``demo``: three Apache Kafka nodes (KRaft) holding the metrics topic (replication
+  factor 3), real traffic on ``demo-orders`` (a producer, a consumer group that keeps up, one that lags,
+  real commits) and ``web-frontend``, Kafka's own Java producer writing keyed records to ``orders``
+  (6 partitions, replication factor 1: the incident topic), its JMX open to the producers source;
+- **a simulated fleet** ``simulated-fleet`` (optional): the simulator's 30 brokers and 10,000 partitions
+  behind their JMX-exporter endpoints, with znodes in an embedded ZooKeeper — a second, separately named
+  cluster, never the real cluster's brokers;
+- Alertmanager with the shipped routing pointed at the stack's :class:`~peers.pager.Pager`, Prometheus
+  with the shipped rules scraping the derived exporter, the collector and the fleet's endpoints;
+- Kafka Observatory itself: ``kobs collect``, ``kobs stream`` and ``kobs app`` on the configuration the
+  stack writes to ``<run_dir>/kobs.yaml``.
+"""
 
 from __future__ import annotations
 
@@ -15,19 +24,32 @@ from pathlib import Path
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from alerts.check import ALERTMANAGER_CONFIG, rule_files
+from alerts.check import rule_files
 from common.config import Config, load_config
+from peers.kafka import KafkaCluster
+from peers.keyed_producer import KeyedProducer
+from peers.pager import Notification, Pager, routed_to
 from peers.process import HOST, ManagedProcess, free_port, http_ready, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
-from peers.tansu import TansuBroker
 from peers.zookeeper import ZooKeeper
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
 from simulator.traffic import Traffic, TrafficSpec
 
+REAL_CLUSTER = "demo"
+FLEET_CLUSTER = "simulated-fleet"
+INCIDENT_TOPIC = "orders"  # replication factor 1, written by the keyed Java producer
+INCIDENT_PARTITIONS = 6
+PRODUCER = "web-frontend"
+# 500 keyed 1 KiB records/s into a 1 MiB buffer: with a third of the partitions lost, ~170 KiB/s piles up
+# and send() blocks within seconds (Kafka's default 32 MiB would take over three minutes at this rate).
+PRODUCER_SETTINGS = {"buffer.memory": 1024 * 1024, "max.block.ms": 60_000, "acks": "1"}
+PRODUCER_RATE = 500
+# Scrape often enough that each incident pages within a minute; the collector's defaults suit large clusters.
+INTERVALS = {"metrics_s": 15, "offsets_s": 10, "metadata_s": 5, "producers_s": 5}
 # Conventional ports, used when free so that links and docs work; otherwise any free port.
 PREFERRED_PORTS = {
-    "kafka": 9092, "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093,
+    "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093,
     "exporter": 9308, "self-metrics": 9309, "app": 8501,
 }  # fmt: skip
 
@@ -46,10 +68,13 @@ class KobsCommand(ManagedProcess):
         super().__init__(f"kobs-{command[0]}", argv, run_dir, http_ready(url), None, start_timeout_s, [port])
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1) -> None:
+def create_topic(
+    bootstrap: str, name: str, partitions: int, replication_factor: int = 1, config: dict | None = None
+) -> None:
     """Create a topic; an existing topic is fine, any other failure raises."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics([NewTopic(name, partitions, replication_factor)], operation_timeout=10)[name]
+    topic = NewTopic(name, partitions, replication_factor, config=config or {})
+    future = admin.create_topics([topic], operation_timeout=10)[name]
     try:
         future.result(timeout=15)
     except Exception as exc:  # confluent-kafka raises KafkaException wrapping a KafkaError
@@ -60,10 +85,16 @@ def create_topic(bootstrap: str, name: str, partitions: int, replication_factor:
 @dataclass
 class EmbeddedStack:
     run_dir: Path
-    scenario: str = "rf1-incident"
-    routing: dict | None = None  # Alertmanager configuration; the shipped routing by default
-    observers: bool = True  # Prometheus, Alertmanager and the app, which read the pipeline but do not feed it
+    fleet: bool = True  # the simulated fleet beside the real cluster
+    observers: bool = True  # Prometheus, Alertmanager, the pager and the app, which only read the pipeline
+    group_wait: str | None = None  # Alertmanager's grouping delay (default: the shipped routing's)
+    on_notification: Callable[[Notification], None] | None = None  # each page or ticket as it arrives
     processes: list[ManagedProcess] = field(default_factory=list)
+    kafka: KafkaCluster | None = None
+    producer: KeyedProducer | None = None
+    pager: Pager | None = None
+    prometheus: Prometheus | None = None
+    alertmanager: Alertmanager | None = None
     config: Config | None = None
     simulation: Runtime | None = None
     traffic: Traffic | None = None
@@ -71,89 +102,122 @@ class EmbeddedStack:
     def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            progress("starting Kafka-protocol broker (tansu) ...")
-            kafka = self._add(TansuBroker(self.run_dir, pick_port("kafka")))
-            progress("starting ZooKeeper ...")
-            zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
-            progress(f"starting the simulated cluster (scenario {self.scenario}) ...")
-            self.simulation = Runtime(Simulation(load_scenario(self.scenario)), zookeeper=zookeeper.connect)
-            self.simulation.start()
-            ports = {name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus")}
-            prometheus_url = f"http://{HOST}:{ports['prometheus']}"
-            cluster = {
-                "name": "demo",
-                "bootstrap_servers": [kafka.bootstrap],
-                "zookeeper": zookeeper.connect,
-                "exporters": [{"broker_id": b, "url": e.url} for b, e in self.simulation.brokers.items()],
-                "producers": [
-                    {"client_id": c, "url": e.url, "topics": [self.simulation.sim.producers[c].spec.topic]}
-                    for c, e in self.simulation.producers.items()
-                ],
-            }
-            config_path = self.run_dir / "kobs.yaml"
-            sinks = {
-                "run_dir": str(self.run_dir),
-                "exporter_address": f"{HOST}:{ports['exporter']}",
-                "self_metrics_address": f"{HOST}:{ports['self-metrics']}",
-            }
-            doc = {"clusters": [cluster], "sinks": sinks, "app": {"prometheus_url": prometheus_url}}
-            config_path.write_text(yaml.safe_dump(doc))
-            self.config = load_config(config_path)
-            if self.observers:
-                progress("starting Alertmanager ...")
-                routing = self.routing or yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
-                alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
-                progress("starting Prometheus ...")
-                simulated = [
-                    url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()
-                ]
-                targets = {
-                    "kobs-exporter": [sinks["exporter_address"]],
-                    "kobs-collector": [sinks["self_metrics_address"]],
-                    "simulated-kafka": simulated,
-                }
-                self._add(
-                    Prometheus(
-                        self.run_dir,
-                        targets,
-                        rule_files=rule_files(),
-                        alertmanager=alertmanager.address,
-                        scrape_interval="5s",
-                        port=ports["prometheus"],
-                        # the raw rules group by cluster
-                        target_labels={"simulated-kafka": {"cluster": cluster["name"]}},
-                    )
-                )
-            topic = self.config.metrics_topic
-            progress(f"creating metrics topic {topic.name} ({topic.partitions} partitions) ...")
-            create_topic(kafka.bootstrap, topic.name, topic.partitions)
-            traffic = TrafficSpec()
-            progress(
-                f"starting real traffic on {traffic.topic}: a producer, a healthy and a lagging group ..."
-            )
-            create_topic(kafka.bootstrap, traffic.topic, traffic.partitions)
-            self.traffic = Traffic(kafka.bootstrap, traffic).start()
-            config = ["--config", str(config_path)]
-            app = ["app", *config, "--port", str(ports["app"])]
-            commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
-                (["collect", *config], f"http://{sinks['self_metrics_address']}/metrics", "self-metrics", 60),
-                *([(app, f"http://{HOST}:{ports['app']}/", "app", 60)] if self.observers else []),
-                (["stream", *config], f"http://{sinks['exporter_address']}/metrics", "exporter", 180),
-            ]
-            for command, url, port, timeout_s in commands:
-                progress(f"starting kobs {command[0]} ...")
-                self._add(KobsCommand(self.run_dir, command, url, ports[port], timeout_s))
+            self._start(progress)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start(self, progress: Callable[[str], None]) -> None:
+        self.kafka = KafkaCluster(self.run_dir / "kafka")
+        self.kafka.start(progress)
+        bootstrap = self.kafka.bootstrap
+        ports = {name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus")}
+        sinks = {
+            "run_dir": str(self.run_dir),
+            "exporter_address": f"{HOST}:{ports['exporter']}",
+            "self_metrics_address": f"{HOST}:{ports['self-metrics']}",
+        }
+        progress(
+            f"creating topics: {INCIDENT_TOPIC} (replication factor 1), demo-orders, the metrics topic ..."
+        )
+        create_topic(bootstrap, INCIDENT_TOPIC, INCIDENT_PARTITIONS, replication_factor=1)
+        progress(
+            f"starting {PRODUCER}: Kafka's Java producer, {PRODUCER_RATE} keyed records/s to {INCIDENT_TOPIC}"
+        )
+        self.producer = self._add(
+            KeyedProducer(
+                self.run_dir, bootstrap, INCIDENT_TOPIC, PRODUCER, PRODUCER_RATE, settings=PRODUCER_SETTINGS
+            )
+        )
+        real = {
+            "name": REAL_CLUSTER,
+            "bootstrap_servers": bootstrap,
+            "mode": "kraft",
+            "jmx": [{"broker_id": i, "address": n.jmx_address} for i, n in self.kafka.nodes.items()],
+            "producers": [
+                {"client_id": PRODUCER, "jmx": self.producer.jmx_address, "topics": [INCIDENT_TOPIC]}
+            ],
+        }
+        clusters = [real]
+        if self.fleet:
+            progress("starting ZooKeeper for the simulated fleet ...")
+            zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
+            progress("starting the simulated fleet (30 brokers, 10,000 partitions) ...")
+            self.simulation = Runtime(Simulation(load_scenario("fleet")), zookeeper=zookeeper.connect)
+            self.simulation.start()
+            clusters.append(
+                {
+                    "name": FLEET_CLUSTER,
+                    "zookeeper": zookeeper.connect,
+                    "exporters": [{"broker_id": b, "url": e.url} for b, e in self.simulation.brokers.items()],
+                    "producers": [
+                        {"client_id": c, "url": e.url} for c, e in self.simulation.producers.items()
+                    ],
+                }
+            )
+        doc = {
+            "clusters": clusters,
+            "metrics_topic": {"replication_factor": 3},
+            "intervals": INTERVALS,
+            "sinks": sinks,
+            "app": {"prometheus_url": f"http://{HOST}:{ports['prometheus']}"},
+        }
+        config_path = self.run_dir / "kobs.yaml"
+        config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.config = load_config(config_path)
+        topic = self.config.metrics_topic
+        create_topic(bootstrap, topic.name, topic.partitions, topic.replication_factor)
+        traffic = TrafficSpec()
+        progress(f"starting real traffic on {traffic.topic}: a producer, a healthy and a lagging group ...")
+        create_topic(bootstrap, traffic.topic, traffic.partitions, replication_factor=3)
+        self.traffic = Traffic(bootstrap, traffic).start()
+        if self.observers:
+            self._start_observers(sinks, ports["prometheus"], progress)
+        config = ["--config", str(config_path)]
+        app = ["app", *config, "--port", str(ports["app"])]
+        commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
+            (["collect", *config], f"http://{sinks['self_metrics_address']}/metrics", "self-metrics", 60),
+            *([(app, f"http://{HOST}:{ports['app']}/", "app", 60)] if self.observers else []),
+            (["stream", *config], f"http://{sinks['exporter_address']}/metrics", "exporter", 180),
+        ]
+        for command, url, port, timeout_s in commands:
+            progress(f"starting kobs {command[0]} ...")
+            self._add(KobsCommand(self.run_dir, command, url, ports[port], timeout_s))
+
+    def _start_observers(self, sinks: dict, prometheus_port: int, progress: Callable[[str], None]) -> None:
+        self.pager = Pager(self.on_notification).start()
+        progress("starting Alertmanager (pages and tickets go to the demo's pager) ...")
+        routing = routed_to(self.pager.url, group_wait=self.group_wait)
+        self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
+        progress("starting Prometheus with the shipped alert rules ...")
+        targets = {
+            "kobs-exporter": [sinks["exporter_address"]],
+            "kobs-collector": [sinks["self_metrics_address"]],
+        }
+        fleet = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
+        if fleet:
+            targets["simulated-kafka"] = fleet
+        self.prometheus = self._add(
+            Prometheus(
+                self.run_dir,
+                targets,
+                rule_files=rule_files(),
+                alertmanager=self.alertmanager.address,
+                scrape_interval="5s",
+                port=prometheus_port,
+                target_labels={
+                    "simulated-kafka": {"cluster": FLEET_CLUSTER}
+                },  # the raw rules group by cluster
+            )
+        )
 
     def _add(self, process: ManagedProcess) -> ManagedProcess:
         self.processes.append(process)
         return process.start()
 
     def endpoints(self) -> list[tuple[str, str]]:
-        """(name, URL) of the simulated brokers' and producers' exporter endpoints."""
+        """(name, URL) of the simulated fleet's brokers' and producers' exporter endpoints."""
         return self.simulation.endpoints() if self.simulation else []
 
     def stop(self) -> None:
@@ -164,14 +228,30 @@ class EmbeddedStack:
         for process in reversed(self.processes):
             with contextlib.suppress(Exception):
                 process.stop()
+        if self.kafka:
+            self.kafka.stop()
+        if self.pager:
+            self.pager.stop()
 
     def describe(self) -> list[tuple[str, str]]:
-        """(what, where) rows for people: addresses, URLs and the run directory."""
+        """(what, where) rows for people: addresses, URLs, PIDs and the run directory."""
         rows = []
+        if self.kafka:
+            for node_id, node in self.kafka.nodes.items():
+                rows.append(
+                    (f"kafka broker {node_id} (pid {node.pid})", f"{node.bootstrap}  JMX {node.jmx_address}")
+                )
         for p in self.processes:
-            where = getattr(p, "url", None) or getattr(p, "bootstrap", None) or getattr(p, "connect", "")
+            where = getattr(p, "url", None) or getattr(p, "connect", None) or getattr(p, "jmx_address", "")
             rows.append((f"{p.name} (pid {p.pid})", where))
-        rows += [(f"simulated {name}", url) for name, url in self.endpoints()]
+        if self.pager:
+            rows.append(("pager (Alertmanager webhooks)", self.pager.url))
+        if self.simulation:
+            brokers = self.simulation.brokers
+            first, last = min(brokers), max(brokers)
+            rows.append(
+                (f"simulated fleet: {len(brokers)} brokers", f"{brokers[first].url} .. {brokers[last].url}")
+            )
         rows.append(("configuration", str(self.run_dir / "kobs.yaml")))
         rows.append(("logs and data", str(self.run_dir)))
         return rows

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -124,7 +124,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")
         }
         self._admin: AdminClient | None = None
-        self._consumer: Consumer | None = None
         self._target: Watermarks | None = None  # end offsets fixed by Trigger.AvailableNow
 
     # -- planning (driver) --------------------------------------------------------------------------
@@ -136,7 +135,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable() if self.max_records is None else ReadMaxRows(self.max_records)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        topic_id, marks = self._watermarks()
+        try:
+            topic_id, marks = self._watermarks()
+        except KafkaException as exc:  # no answer about the topic: no new data this time, ask again next
+            log.warning("metrics topic %s: no offsets (%s); waiting for its cluster", self.topic, exc)
+            return start
         if self._target is not None:
             marks = {
                 p: (low, min(high, self._target.get(p, (0, low))[1])) for p, (low, high) in marks.items()
@@ -157,21 +160,30 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         groups = contiguous_groups([s.end - s.start for s in slices], self.max_tasks)
         return [KafkaTask([slices[i] for i in group]) for group in groups]
 
-    def stop(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-
     def _watermarks(self) -> tuple[str, Watermarks]:
-        """The topic's id and (log start, end) offsets of each of its partitions."""
+        """The topic's id and (log start, end) offsets of the partitions whose leader answered.
+
+        One request of every partition's offsets goes to the leaders at once, so a partition whose leader
+        hangs or died costs one ``TIMEOUT_S`` in all, not one each; the partitions missing from the answer
+        keep their previous end offset (``next_offset``) until their new leader answers. KafkaException
+        when the topic cannot be described.
+        """
         if self._admin is None:
             self._admin = AdminClient(self.settings)
-            self._consumer = Consumer(consumer_settings(self.settings))
         future = self._admin.describe_topics(TopicCollection([self.topic]), request_timeout=TIMEOUT_S)
         description = future[self.topic].result()
-        marks = {
-            p.id: self._consumer.get_watermark_offsets(TopicPartition(self.topic, p.id), timeout=TIMEOUT_S)
-            for p in description.partitions
-        }
+        partitions = [TopicPartition(self.topic, p.id) for p in description.partitions]
+        lows, highs = (
+            self._admin.list_offsets(dict.fromkeys(partitions, spec), request_timeout=TIMEOUT_S)
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest())
+        )
+        marks = {}
+        for tp in partitions:
+            try:
+                marks[tp.partition] = (lows[tp].result().offset, highs[tp].result().offset)
+            except KafkaException as exc:
+                log.warning("%s-%d: no offsets (%s); its records wait for the next batch", self.topic,
+                            tp.partition, exc)  # fmt: skip
         return str(description.topic_id or ""), marks
 
     # -- reading (executors) ------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""A pager on loopback: receives Alertmanager's webhook notifications, the last hop of every page.
+
+The shipped routing (``alerts/alertmanager.yml``) posts pages to ``/page`` and tickets to ``/ticket`` of a
+bridge; :func:`routed_to` points those webhooks at a :class:`Pager`, which keeps every notification with
+the time it arrived and hands it to ``on_notification`` (the demo prints it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+
+from alerts.check import ALERTMANAGER_CONFIG
+from peers.process import HOST
+
+
+@dataclass(frozen=True)
+class Notification:
+    receiver: str  # the URL path without "/": page or ticket
+    payload: dict[str, Any]  # Alertmanager's webhook body (status, groupLabels, alerts, ...)
+    received_s: float  # time.time() at arrival
+
+    @property
+    def alertname(self) -> str:
+        return self.payload["groupLabels"].get("alertname", "")
+
+
+class Pager(ThreadingHTTPServer):
+    """Collects webhook notifications; start with ``with Pager() as pager:`` or ``start()``/``stop()``."""
+
+    def __init__(self, on_notification: Callable[[Notification], None] | None = None):
+        self.received: list[Notification] = []
+        self._on_notification = on_notification
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                notification = Notification(self.path.strip("/"), json.loads(body), time.time())
+                outer.received.append(notification)
+                self.send_response(200)
+                self.end_headers()
+                if outer._on_notification:
+                    outer._on_notification(notification)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        super().__init__((HOST, 0), Handler)
+        self.url = f"http://{HOST}:{self.server_address[1]}"
+
+    def pages(self, alertname: str | None = None, status: str = "firing") -> list[Notification]:
+        return [
+            n
+            for n in list(self.received)
+            if n.receiver == "page"
+            and n.payload["status"] == status
+            and (alertname is None or n.alertname == alertname)
+        ]
+
+    def start(self) -> Pager:
+        threading.Thread(target=self.serve_forever, name="pager", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def __enter__(self) -> Pager:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def routed_to(pager_url: str, group_wait: str | None = None, group_interval: str | None = None) -> dict:
+    """The shipped Alertmanager routing with every webhook pointed at ``pager_url`` (``/<receiver>``);
+    tests shorten the grouping delays."""
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    if group_wait:
+        config["route"]["group_wait"] = group_wait
+        for route in config["route"].get("routes", []):
+            route.pop("group_wait", None)
+    if group_interval:
+        config["route"]["group_interval"] = group_interval
+    for receiver in config["receivers"]:
+        for hook in receiver["webhook_configs"]:
+            hook["url"] = f"{pager_url}/{receiver['name']}"
+    return config
