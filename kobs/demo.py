@@ -49,7 +49,8 @@ def run_demo(
         print("\nPress Ctrl-C to stop.", flush=True)
         if incidents:
             player = Player(stack, out=lambda line: print(line, flush=True))
-            threading.Thread(target=player.play, name="incidents", daemon=True).start()
+            playing = threading.Thread(target=player.play, name="incidents", daemon=True)
+            playing.start()
         if stack.simulation:
             stack.simulation.run(speed=1.0, duration_s=duration_s)  # real time, until Ctrl-C or the duration
         else:
@@ -59,6 +60,7 @@ def run_demo(
     finally:
         if player:
             player.stopped.set()
+            playing.join(timeout=120)  # a repair under way (a broker restarting) finishes first
         stack.stop()
     print("demo stopped; everything it started has exited.", flush=True)
     return 0

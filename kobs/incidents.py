@@ -137,7 +137,8 @@ class Player:
             )
         else:
             self.say(f"  no {incident.alert} page within {self.wait_s:.0f} s")
-        self.stopped.wait(self.hold_s)
+        if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
+            return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
         repaired_s = time.time()
         self.say("  " + incident.end(self.stack))
         resolved = self._wait(lambda: self._notified(incident.alert, "resolved", repaired_s), self.wait_s)

@@ -42,7 +42,8 @@ class _PrometheusServer(ManagedProcess):
 
 class Prometheus(_PrometheusServer):
     """Prometheus scraping ``scrape_targets`` (job name -> list of host:port) every ``scrape_interval``;
-    ``target_labels`` (job name -> labels) are added to every series of that job's targets."""
+    ``target_labels`` (job name -> labels) are added to every series of that job's targets, and
+    ``job_settings`` (job name -> scrape config keys, e.g. its own ``scrape_interval``) to its config."""
 
     def __init__(
         self,
@@ -53,12 +54,17 @@ class Prometheus(_PrometheusServer):
         scrape_interval: str = "1s",
         port: int | None = None,
         target_labels: dict[str, dict[str, str]] | None = None,
+        job_settings: dict[str, dict[str, Any]] | None = None,
     ):
-        labels = target_labels or {}
+        labels, settings = target_labels or {}, job_settings or {}
         config: dict[str, Any] = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
             "scrape_configs": [
-                {"job_name": job, "static_configs": [{"targets": targets, "labels": labels.get(job, {})}]}
+                {
+                    "job_name": job,
+                    "static_configs": [{"targets": targets, "labels": labels.get(job, {})}],
+                    **settings.get(job, {}),
+                }
                 for job, targets in (scrape_targets or {}).items()
             ],
             "rule_files": [str(p) for p in rule_files or []],

@@ -47,6 +47,14 @@ PRODUCER_SETTINGS = {"buffer.memory": 1024 * 1024, "max.block.ms": 60_000, "acks
 PRODUCER_RATE = 500
 # Scrape often enough that each incident pages within a minute; the collector's defaults suit large clusters.
 INTERVALS = {"metrics_s": 15, "offsets_s": 10, "metadata_s": 5, "producers_s": 5}
+# Prometheus reads the fleet's broker-level series for the raw-metric rules; its per-partition series (most
+# of each page) reach the pipeline through the collector only.
+FLEET_SCRAPE = {
+    "scrape_interval": "15s",
+    "metric_relabel_configs": [
+        {"source_labels": ["__name__"], "regex": "kafka_log_log_.*", "action": "drop"},
+    ],
+}
 # Conventional ports, used when free so that links and docs work; otherwise any free port.
 PREFERRED_PORTS = {
     "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093,
@@ -206,9 +214,8 @@ class EmbeddedStack:
                 alertmanager=self.alertmanager.address,
                 scrape_interval="5s",
                 port=prometheus_port,
-                target_labels={
-                    "simulated-kafka": {"cluster": FLEET_CLUSTER}
-                },  # the raw rules group by cluster
+                target_labels={"simulated-kafka": {"cluster": FLEET_CLUSTER}},  # raw rules group by it
+                job_settings={"simulated-kafka": FLEET_SCRAPE},
             )
         )
 

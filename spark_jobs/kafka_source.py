@@ -139,6 +139,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             topic_id, marks = self._watermarks()
         except KafkaException as exc:  # no answer about the topic: no new data this time, ask again next
             log.warning("metrics topic %s: no offsets (%s); waiting for its cluster", self.topic, exc)
+            # a new client looks the cluster up again: librdkafka keeps waiting for a controller that died
+            self._admin = None
             return start
         if self._target is not None:
             marks = {
