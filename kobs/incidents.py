@@ -43,13 +43,13 @@ class Outcome:
     resolved_after_s: float | None  # after the repair
 
 
-def _led_by(stack: EmbeddedStack, broker: int, topic: str) -> list[int]:
+def led_by(stack: EmbeddedStack, broker: int, topic: str) -> list[int]:
     metadata = AdminClient({"bootstrap.servers": stack.kafka.bootstrap}).list_topics(topic, timeout=10)
     return sorted(p for p, m in metadata.topics[topic].partitions.items() if m.leader == broker)
 
 
 def kill_broker(stack: EmbeddedStack) -> str:
-    lost = _led_by(stack, KILLED, INCIDENT_TOPIC)
+    lost = led_by(stack, KILLED, INCIDENT_TOPIC)
     pid = stack.kafka.nodes[KILLED].pid
     stack.kafka.kill(KILLED)
     return (
@@ -112,7 +112,7 @@ class Player:
     def play(self) -> list[Outcome]:
         outcomes = []
         self.say("incidents: waiting for the pipeline's first derived metrics of the real cluster ...")
-        if not self._wait(self._pipeline_live, self.wait_s):
+        if not self._wait(self.pipeline_live, self.wait_s):
             self.say("incidents: the pipeline shows nothing yet; playing them anyway")
         for number, incident in enumerate(self.incidents, 1):
             if self.stopped.wait(self.quiet_s):
@@ -124,34 +124,42 @@ class Player:
 
     def _play(self, number: int, incident: Incident) -> Outcome:
         self.say(f"incident {number}: {incident.title}")
+        cause_s, paged_after = self.break_until_paged(incident)
+        if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
+            return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
+        resolved_after = self.repair_until_resolved(incident)
+        return Outcome(incident.title, incident.alert, cause_s, paged_after, resolved_after)
+
+    def break_until_paged(self, incident: Incident) -> tuple[float, float | None]:
+        """Break; wait for the page. (time of the break, seconds from it to the page or None)."""
         cause_s = time.time()
         self.say("  " + incident.begin(self.stack))
         page = self._wait(lambda: self._notified(incident.alert, "firing", cause_s), self.wait_s)
         paged_after = page.received_s - cause_s if page else None
         if self.stopped.is_set():
-            pass  # stopping: repair at once, say nothing more
+            pass  # stopping: say nothing more
         elif page:
             verdict = "within" if paged_after <= PAGE_TARGET_S else "OVER"
-            self.say(
-                f"  {incident.alert} paged {paged_after:.0f} s after the cause ({verdict} the 60 s target)"
-            )
+            self.say(f"  {incident.alert} paged {paged_after:.0f} s after the cause ({verdict} the 60 s aim)")
         else:
             self.say(f"  no {incident.alert} page within {self.wait_s:.0f} s")
-        if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
-            return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
+        return cause_s, paged_after
+
+    def repair_until_resolved(self, incident: Incident) -> float | None:
+        """Repair; wait for the page to resolve. Seconds from the repair to the resolution, or None."""
         repaired_s = time.time()
         self.say("  " + incident.end(self.stack))
         resolved = self._wait(lambda: self._notified(incident.alert, "resolved", repaired_s), self.wait_s)
         resolved_after = resolved.received_s - repaired_s if resolved else None
         if resolved and not self.stopped.is_set():
             self.say(f"  {incident.alert} resolved {resolved_after:.0f} s after the repair")
-        return Outcome(incident.title, incident.alert, cause_s, paged_after, resolved_after)
+        return resolved_after
 
     def _notified(self, alert: str, status: str, since_s: float):
         found = [n for n in self.stack.pager.pages(alert, status) if n.received_s >= since_s]
         return found[0] if found else None
 
-    def _pipeline_live(self) -> bool:
+    def pipeline_live(self) -> bool:
         query = f'kobs_producer_blocked{{job="kobs-exporter",cluster="demo",client_id="{PRODUCER}"}}'
         try:
             return bool(self.stack.prometheus.query(query))
