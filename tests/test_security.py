@@ -132,11 +132,15 @@ def watched(bootstrap: str, security: dict) -> Cluster:
 
 def collect_once(doc: dict, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """``kobs collect --once`` as a user runs it: a config file, the passwords in the environment."""
+    return kobs(doc, tmp_path, "collect", "--once")
+
+
+def kobs(doc: dict, tmp_path: Path, command: str, *options: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "kobs.yaml"
     path.write_text(yaml.safe_dump(doc))
-    command = [sys.executable, "-m", "kobs.cli", "collect", "--config", str(path), "--once"]
+    argv = [sys.executable, "-m", "kobs.cli", command, "--config", str(path), *options]
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=90)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=90)
 
 
 def offsets_on_metrics_topic(bootstrap: str, metrics_topic: str) -> tuple[dict, dict]:
@@ -238,6 +242,9 @@ def test_a_wrong_scram_password_is_one_line_naming_the_cause(secure, tmp_path, m
     assert line.startswith(f"kobs collect: metrics_topic: cannot connect to {bootstrap}: SASL authentication")
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in line
     assert line.endswith("— check metrics_topic.security")
+    stream = kobs(config_doc(bootstrap, security, "secure-metrics-refused", tmp_path), tmp_path, "stream")
+    assert stream.returncode == 2 and stream.stdout == ""  # before Spark starts
+    assert stream.stderr.splitlines() == [line.replace("kobs collect:", "kobs:", 1)]
     with pytest.raises(InputError, match="invalid credentials"):
         live_placement(watched(bootstrap, security))  # the what-if page shows the same cause
 
