@@ -38,7 +38,7 @@ from common.config import Config
 from common.contract import encode
 from peers.tansu import TansuBroker
 from spark_jobs.pipeline import Pipeline
-from spark_jobs.stream import analyses, pipeline, start_query, tune_gc
+from spark_jobs.stream import analyses, pipeline, source_options, start_query, tune_gc
 
 HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
 TARGET_RATE = 1_000_000  # samples/s end to end, issue 5
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"analyses: {', '.join(a.table for a in baseline_jobs.analyses)}", flush=True)
         with Usage() as used:
             began = time.perf_counter()
-            seconds = reference.run(_source_options(config), baseline_jobs)
+            seconds = reference.run(source_options(config), baseline_jobs)
             used.sample()
             baseline = Run(time.perf_counter() - began, seconds, used.peak_rss, used.cpu_s, mean(used.loads))
         _print("baseline", reference.NAME, baseline, samples)
@@ -217,12 +217,6 @@ def _config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Conf
 
 def _pipeline(config: Config, run_dir: Path) -> Pipeline:
     return Pipeline(lambda: analyses(config), run_dir / "history", run_dir / "state")
-
-
-def _source_options(config: Config) -> dict[str, str]:
-    topic = config.metrics_topic
-    options = {"bootstrap.servers": ",".join(config.metrics_bootstrap), "topic": topic.name}
-    return options | {"maxRecordsPerBatch": str(topic.max_records_per_batch)}
 
 
 @contextmanager

@@ -1,7 +1,10 @@
 """``kobs collect``: run every source until SIGTERM or Ctrl-C, or one cycle with ``--once``; then flush.
 
 ``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did;
-2 when the metrics topic is missing and the cluster refuses to create it.
+2 when the metrics topic is missing and the cluster refuses to create it. Either mode first connects once
+to the metrics topic's cluster and to every watched cluster: one that refuses the login or the TLS
+handshake (a wrong password, an untrusted certificate) is a configuration error, reported in one line
+with exit code 2; one that is down is an outage, ridden out as usual.
 The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
 """
 
@@ -19,6 +22,7 @@ from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
 from collectors.topic import TopicError
 from common.config import Config
+from common.kafka_clients import AccessError, check_config_access
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,9 @@ GC_THRESHOLD = 20_000
 def run_collect(config: Config, once: bool) -> int:
     gc.set_threshold(GC_THRESHOLD)
     try:
+        check_config_access(config)
         publisher = Publisher.from_config(config).start()
-    except TopicError as exc:
+    except (AccessError, TopicError) as exc:
         print(f"kobs collect: {exc}", file=sys.stderr)
         return 2
     jobs = build_jobs(config)

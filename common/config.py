@@ -105,6 +105,37 @@ class Security(_Model):
     ssl_key_location: str | None = None
     ssl_key_password_env: str | None = None
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Security:
+        """Settings the protocol would silently ignore (a login over SSL, certificates over PLAINTEXT) or
+        that it cannot work without (SASL with no mechanism: librdkafka would try GSSAPI) are refused."""
+        sasl, tls = self.protocol.startswith("SASL_"), self.protocol.endswith("SSL")
+        given = {k for k, v in self.model_dump().items() if v is not None and k != "protocol"}
+        for wanted, prefix, protocols in (
+            (sasl, "sasl_", "SASL_PLAINTEXT or SASL_SSL"),
+            (tls, "ssl_", "SSL or SASL_SSL"),
+        ):
+            ignored = sorted(k for k in given if k.startswith(prefix))
+            if ignored and not wanted:
+                keys = ", ".join(ignored)
+                raise ValueError(
+                    f"{keys}: used only with protocol {protocols}, not {self.protocol} — change the "
+                    f"protocol or remove {keys}"
+                )
+        if sasl and self.sasl_mechanism is None:
+            raise ValueError(
+                f"protocol {self.protocol} needs sasl_mechanism (SCRAM-SHA-512, SCRAM-SHA-256, PLAIN)"
+            )
+        if self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and not (
+            self.sasl_username and self.sasl_password_env
+        ):
+            raise ValueError(
+                f"sasl_mechanism {self.sasl_mechanism} needs sasl_username and sasl_password_env"
+            )
+        if (self.ssl_certificate_location is None) != (self.ssl_key_location is None):
+            raise ValueError("a client certificate needs both ssl_certificate_location and ssl_key_location")
+        return self
+
 
 class JmxAuth(_Model):
     """The JMX user of a cluster's brokers and producers (``com.sun.management.jmxremote.password.file``)."""

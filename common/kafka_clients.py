@@ -1,13 +1,23 @@
-"""librdkafka settings for the platform's Kafka clients, built in one place from configuration."""
+"""librdkafka settings for the platform's Kafka clients, built in one place from configuration, and the
+check that they work (:func:`check_access`): a cluster that refuses the login or the certificates is a
+configuration error named in one line, not a stream of librdkafka log lines and a "transport failure"."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from common.config import Cluster, Config, Security, secret
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+from common.config import Cluster, Config, ConfigError, Security, secret
 
 SECRET_KEYS = ("sasl.password", "ssl.key.password")
+log = logging.getLogger(__name__)
 
 
 def client_settings(
@@ -54,3 +64,88 @@ def metrics_producer_settings(config: Config) -> dict[str, Any]:
 def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
     """A copy safe to log: secret values replaced."""
     return {k: ("***" if k in SECRET_KEYS else v) for k, v in settings.items()}
+
+
+class AccessError(ConfigError):
+    """The cluster refused the configured login or certificates, or librdkafka refused the settings."""
+
+
+class _DebugLog:
+    """A librdkafka ``logger``: its lines go to this module's log at debug level (``kobs -v`` shows them).
+    Only for clients that are polled: librdkafka queues their log lines until then."""
+
+    def log(self, _level: int, fmt: str, *args: object) -> None:
+        log.debug(fmt, *args)
+
+
+def refusal(error: KafkaError) -> bool:
+    """Whether a client error says the cluster refused us (not that it is down): SASL authentication, a
+    TLS handshake that failed here (certificate not trusted) or there (our certificate refused)."""
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        return True
+    return error.code() == KafkaError._TRANSPORT and "SSL routines" in error.str()
+
+
+def cause(error: KafkaError) -> str:
+    """The reason of a client error without librdkafka's broker prefix and timing suffix."""
+    text = error.str()
+    _, _, reason = text.partition("/bootstrap: ")
+    reason = reason or text.split("]: ", 1)[-1]
+    return reason.split(" (after ", 1)[0]
+
+
+def metadata(
+    settings: Mapping[str, Any], where: str, timeout_s: float = 5.0, topic: str | None = None
+) -> ClusterMetadata:
+    """Cluster metadata (one topic's or all) through a short-lived admin client.
+
+    Raises :class:`AccessError` as soon as the cluster refuses the login or the certificates, or when
+    librdkafka refuses the settings (a key file it cannot read); ``KafkaException`` when the cluster does
+    not answer (down, or no answer in ``timeout_s``).
+    """
+    errors: list[KafkaError] = []
+    servers = settings.get("bootstrap.servers", "?")
+    try:
+        admin = AdminClient({**settings, "error_cb": errors.append, "logger": _DebugLog()})
+    except KafkaException as exc:
+        raise AccessError(f"{where}: the client settings are refused: {exc.args[0].str()}") from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.list_topics(topic, timeout=max(0.1, min(0.5, deadline - time.monotonic())))
+        except KafkaException as exc:
+            failure = exc
+        admin.poll(0)  # serves the queued errors (and log lines)
+        refused = [e for e in errors if refusal(e)]
+        if refused:
+            raise AccessError(
+                f"{where}: cannot connect to {servers}: {cause(refused[0])} — check {where}.security"
+            ) from None
+        down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors)
+        if down or time.monotonic() >= deadline:
+            raise failure
+
+
+def check_access(settings: Mapping[str, Any], where: str, timeout_s: float = 5.0) -> None:
+    """:class:`AccessError` naming the cause when ``settings`` cannot work against their cluster. A cluster
+    that is down or slow passes: that is an outage, which the caller rides out."""
+    with contextlib.suppress(KafkaException):
+        metadata(settings, where, timeout_s)
+
+
+def check_config_access(config: Config, timeout_s: float = 5.0) -> None:
+    """:func:`check_access` of the metrics topic and of every cluster at once (each distinct set of
+    settings once); the first refusal, in configuration order, is raised."""
+    checks: dict[str, tuple[str, dict[str, Any]]] = {}
+    for where, settings in [
+        (
+            "metrics_topic",
+            client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic"),
+        ),
+        *((f"clusters[{c.name}]", cluster_settings(c)) for c in config.clusters),
+    ]:
+        checks.setdefault(repr(sorted(settings.items())), (where, settings))
+    with ThreadPoolExecutor(len(checks), thread_name_prefix="kobs-access") as pool:
+        done = [pool.submit(check_access, settings, where, timeout_s) for where, settings in checks.values()]
+    for future in done:
+        future.result()

@@ -9,11 +9,18 @@ its log (``kafka-<id>.log``) and data in the run directory, and settings that ma
 (:data:`FAST_INCIDENTS`). Tests and the demo drive it with :meth:`KafkaCluster.kill`, :meth:`pause`
 (SIGSTOP: a hung broker), :meth:`resume`, :meth:`restart`, and read what the cluster itself says with
 Kafka's own tools (:mod:`peers.kafka_tools`).
+
+With ``secure=True`` (KRaft only) every node also listens with SASL/SCRAM (``SASL_PLAINTEXT``, mechanisms
+SCRAM-SHA-512 and SCRAM-SHA-256), with TLS and client certificates (``SSL``, mutual TLS) and with both
+(``SASL_SSL``); certificates come from :mod:`peers.tls`, the SCRAM user is written into the storage at
+format time (``kafka-storage format --add-scram``) with a password made for the run. PLAINTEXT stays the
+inter-broker and tools' listener.
 """
 
 from __future__ import annotations
 
 import base64
+import secrets
 import signal
 import subprocess
 import uuid
@@ -24,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 
 from peers import jvm
 from peers.process import HOST, ManagedProcess, PeerError, free_port, tcp_ready
+from peers.tls import Pki, make_pki
 
 # Broker settings that make incidents show within seconds instead of the defaults' tens of seconds.
 FAST_INCIDENTS = {
@@ -55,6 +63,31 @@ log4j.logger.kafka.request.logger=WARN
 """
 
 
+SECURE_LISTENERS = ("SASL_PLAINTEXT", "SSL", "SASL_SSL")  # listener name = its security protocol
+SCRAM_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+SCRAM_USER = "kobs"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+
+
+def security_properties(pki: Pki) -> dict[str, object]:
+    """Broker settings of the secure listeners: SCRAM on the SASL ones, the PEM keystore and truststore,
+    client certificates required on ``SSL`` (on ``SASL_SSL`` the SCRAM login identifies the client)."""
+    props: dict[str, object] = {
+        "sasl.enabled.mechanisms": ",".join(SCRAM_MECHANISMS),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.server_keystore,
+        "ssl.key.password": pki.key_password,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca,
+        "listener.name.ssl.ssl.client.auth": "required",
+        "inter.broker.listener.name": "PLAINTEXT",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl"):
+        for mechanism in SCRAM_MECHANISMS:
+            props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = SCRAM_LOGIN
+    return props
+
+
 def render(properties: Mapping[str, object]) -> str:
     """``key=value`` lines of a Java properties file."""
     return "".join(f"{key}={value}\n" for key, value in properties.items())
@@ -81,8 +114,10 @@ class KafkaNode(ManagedProcess):
         jmx_port: int,
         other_ports: tuple[int, ...] = (),
         heap: str = "384m",
+        secure_ports: Mapping[str, int] | None = None,
     ):
         self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
+        self.secure_ports = dict(secure_ports or {})  # secure listener name -> port (secure clusters)
         self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"
         self.config_path = Path(run_dir) / f"kafka-{node_id}.properties"
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,10 +173,18 @@ class KafkaCluster:
         zookeeper: str | None = None,
         settings: Mapping[str, object] | None = None,
         heap: str = "384m",
+        secure: bool = False,
     ):
+        """``secure``: also the SASL/SCRAM, TLS and SASL+TLS listeners (KRaft only; see the module)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
+        if secure and zookeeper:
+            raise ValueError("secure listeners are made for KRaft clusters only (SCRAM users at format time)")
         self.run_dir = Path(run_dir)
+        self.secure = secure
+        self.pki: Pki | None = make_pki(self.run_dir / "tls") if secure else None
+        self.scram_user = SCRAM_USER
+        self.scram_password = secrets.token_urlsafe(12) if secure else None
         self.zookeeper = zookeeper
         self.profile = "kafka-zk" if zookeeper else "kafka"
         self.version = jvm.version(self.profile)
@@ -157,6 +200,7 @@ class KafkaCluster:
         }
         ids = range(1, nodes + 1)
         ports = {i: (free_port(), free_port(), free_port()) for i in ids}  # client, controller, JMX
+        secure_ports = {i: {name: free_port() for name in SECURE_LISTENERS} if secure else {} for i in ids}
         voters = ",".join(f"{i}@{HOST}:{ports[i][1]}" for i in ids)
         self.nodes: dict[int, KafkaNode] = {}
         self.paused: set[int] = set()
@@ -170,22 +214,50 @@ class KafkaCluster:
                 }
                 other: tuple[int, ...] = ()
             else:
+                secured = "".join(f",{name}://{HOST}:{port}" for name, port in secure_ports[i].items())
+                protocols = "".join(f",{name}:{name}" for name in secure_ports[i])
                 props = {
                     "process.roles": "broker,controller",
                     "node.id": i,
                     "controller.quorum.voters": voters,
                     "controller.listener.names": "CONTROLLER",
-                    "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}",
-                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}{secured}",
+                    "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
                 }
-                other = (controller,)
-            props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{client}"
+                props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{client}{secured}"
+                other = (controller, *secure_ports[i].values())
+                if self.pki is not None:
+                    props.update(security_properties(self.pki))
+            props.setdefault("advertised.listeners", f"PLAINTEXT://{HOST}:{client}")
             props.update(base)
-            self.nodes[i] = KafkaNode(i, self.run_dir, props, self.profile, client, jmx, other, heap)
+            self.nodes[i] = KafkaNode(
+                i, self.run_dir, props, self.profile, client, jmx, other, heap, secure_ports[i]
+            )
 
     @property
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes.values())
+
+    def listener_bootstrap(self, listener: str) -> str:
+        """The address list of one secure listener (``SASL_PLAINTEXT``, ``SSL``, ``SASL_SSL``)."""
+        if not self.secure:
+            raise PeerError("this cluster has no secure listeners: start it with secure=True")
+        return ",".join(f"{HOST}:{node.secure_ports[listener]}" for node in self.nodes.values())
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        """SASL/SCRAM without TLS: log in as :attr:`scram_user` with :attr:`scram_password`."""
+        return self.listener_bootstrap("SASL_PLAINTEXT")
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """Mutual TLS: trust :attr:`pki` ``.ca``, present ``pki.client_cert`` and ``pki.client_key``."""
+        return self.listener_bootstrap("SSL")
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        """SASL/SCRAM over TLS: trust ``pki.ca``, log in as :attr:`scram_user`."""
+        return self.listener_bootstrap("SASL_SSL")
 
     @property
     def live_bootstrap(self) -> str:
@@ -215,6 +287,11 @@ class KafkaCluster:
                 continue
             argv = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(self.profile)]
             argv += ["kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(node.config_path)]
+            for mechanism in SCRAM_MECHANISMS if self.secure else ():
+                argv += [
+                    "--add-scram",
+                    f"{mechanism}=[name={self.scram_user},password={self.scram_password}]",
+                ]
             runs.append((node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
         for node, run in runs:
             output = run.communicate(timeout=120)[0].decode(errors="replace")

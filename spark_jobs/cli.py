@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 
 from common.config import load_config
+from common.kafka_clients import check_access, client_settings
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -54,6 +55,8 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    metrics = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
+    check_access(metrics, "metrics_topic")  # a refused login or certificate: one line, before Spark starts
     from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
 
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C

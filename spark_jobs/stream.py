@@ -75,22 +75,30 @@ def spark_session(master: str) -> SparkSession:
     )
 
 
+def source_options(config: Config) -> dict[str, str]:
+    """The ``kobs-kafka`` source's options for the metrics topic: its name, the batch limit and every
+    client setting of ``metrics_topic`` (bootstrap and ``security``; librdkafka ones prefixed ``kafka.``)."""
+    topic = config.metrics_topic
+    settings = client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
+    options = {"topic": topic.name}
+    if topic.max_records_per_batch:
+        options["maxRecordsPerBatch"] = str(topic.max_records_per_batch)
+    for key, value in settings.items():
+        options[key if key == "bootstrap.servers" else f"kafka.{key}"] = str(value)
+    return options
+
+
 def start_query(
     spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None = None, available_now=False
 ) -> StreamingQuery:
     """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back)."""
     spark.dataSource.register(KafkaSource)
-    settings = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
     reader = (
         spark.readStream.format("kobs-kafka")
-        .option("topic", config.metrics_topic.name)
+        .options(**source_options(config))
         .option("names", ",".join(sorted(jobs.inputs)))  # the rest is dropped as it is decoded
         .option("maxTasks", spark.sparkContext.defaultParallelism)  # one read task per core at most
     )
-    if config.metrics_topic.max_records_per_batch:
-        reader = reader.option("maxRecordsPerBatch", config.metrics_topic.max_records_per_batch)
-    for key, value in settings.items():
-        reader = reader.option(key if key == "bootstrap.servers" else f"kafka.{key}", str(value))
     writer = (
         reader.load()
         .writeStream.queryName(QUERY)

@@ -115,6 +115,26 @@ ONE = "clusters: [{name: a, bootstrap_servers: [h:1]"  # a valid cluster, left o
             ONE + ", exporter_names: {my-urp: kafka_broker_under_replicated_partitions}}]",
             "clusters[0].exporter_names: 'my-urp' is not a Prometheus series name",
         ),
+        (
+            ONE + ", security: {protocol: SSL, sasl_mechanism: PLAIN}}]",
+            "security: sasl_mechanism: used only with protocol SASL_PLAINTEXT or SASL_SSL, not SSL",
+        ),
+        (
+            ONE + ", security: {ssl_ca_location: /ca.pem}}]",
+            "security: ssl_ca_location: used only with protocol SSL or SASL_SSL, not PLAINTEXT",
+        ),
+        (
+            ONE + ", security: {protocol: SASL_SSL}}]",
+            "clusters[0].security: protocol SASL_SSL needs sasl_mechanism",
+        ),
+        (
+            ONE + ", security: {protocol: SASL_PLAINTEXT, sasl_mechanism: SCRAM-SHA-512, sasl_username: u}}]",
+            "sasl_mechanism SCRAM-SHA-512 needs sasl_username and sasl_password_env",
+        ),
+        (
+            ONE + ", security: {protocol: SSL, ssl_certificate_location: /c.pem}}]",
+            "a client certificate needs both ssl_certificate_location and ssl_key_location",
+        ),
         ("clusters: []", "clusters: List should have at least 1 item"),
         ("clusters: [{name: a}]", "clusters[0]: nothing to watch — set bootstrap_servers (Admin API) or"),
         (
