@@ -1,8 +1,11 @@
 """A real Java producer application: Kafka's own client (``peers/KeyedProducer.java``) writing keyed records
-at a steady rate, with JMX on a free loopback port so the producers source reads its
-``kafka.producer:type=producer-metrics`` beans. When a broker dies and the partitions of some keys lose their
-leader, their records pile up in the ``buffer.memory`` accumulator until ``send()`` blocks: the incident the
-platform pages on. Its log prints sent / acknowledged / failed counts and the slowest ``send()`` every 5 s.
+at a steady rate. Its ``kafka.producer:type=producer-metrics`` beans are served twice, as producer apps
+do: over JMX on a free loopback port, and by the Prometheus JMX exporter's Java agent over HTTP
+(``deploy/jmx-exporter-producer.yaml`` names them as the producers source expects).
+
+When a broker dies and the partitions of some keys lose their leader, their records pile up in the
+``buffer.memory`` accumulator until ``send()`` blocks: the incident the platform pages on. Its log prints
+sent / acknowledged / failed counts and the slowest ``send()`` every 5 s.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from peers import jvm
 from peers.process import HOST, ManagedProcess, free_port, tcp_ready
 
 SOURCE = Path(__file__).with_name("KeyedProducer.java")
+EXPORTER_RULES = Path(__file__).resolve().parent.parent / "deploy" / "jmx-exporter-producer.yaml"
 READY = b"keyed-producer ready"
 
 
@@ -30,22 +34,32 @@ class KeyedProducer(ManagedProcess):
         settings: Mapping[str, object] | None = None,
     ):
         self.client_id, self.topic = client_id, topic
-        self.jmx_port = free_port()
+        self.jmx_port, self.exporter_port = free_port(), free_port()
         classes = jvm.compiled(SOURCE, "kafka")
+        agent = next(jvm.jar_dir("jmx-exporter").glob("jmx_prometheus_javaagent-*.jar"))
         argv = [
             "java", "-Xmx128m", "-XX:+UseSerialGC", *jvm.jmx_flags(self.jmx_port),
+            f"-javaagent:{agent}={HOST}:{self.exporter_port}:{EXPORTER_RULES}",
             "-cp", f"{classes}:{jvm.classpath('kafka')}", "KeyedProducer",
             bootstrap, topic, client_id, str(messages_per_s), str(message_bytes), str(keys),
             *(f"{key}={value}" for key, value in (settings or {}).items()),
         ]  # fmt: skip
-        super().__init__(f"producer-{client_id}", argv, run_dir, self._ready, ports=[self.jmx_port])
+        ports = [self.jmx_port, self.exporter_port]
+        super().__init__(f"producer-{client_id}", argv, run_dir, self._ready, ports=ports)
 
     @property
     def jmx_address(self) -> str:
         return f"{HOST}:{self.jmx_port}"
 
+    @property
+    def exporter_url(self) -> str:
+        """Its metrics in the Prometheus format, served by the JMX exporter's Java agent."""
+        return f"http://{HOST}:{self.exporter_port}/metrics"
+
     def _ready(self) -> bool:
-        return READY in self.log_path.read_bytes() and tcp_ready(self.jmx_port)()
+        return READY in self.log_path.read_bytes() and all(
+            tcp_ready(port)() for port in (self.jmx_port, self.exporter_port)
+        )
 
     def last_report(self) -> dict[str, int]:
         """The newest 5-second line of its log as numbers (``sent``, ``acked``, ``failed``,

@@ -143,8 +143,8 @@ class EmbeddedStack:
             "bootstrap_servers": bootstrap,
             "mode": "kraft",
             "jmx": [{"broker_id": i, "address": n.jmx_address} for i, n in self.kafka.nodes.items()],
-            "producers": [
-                {"client_id": PRODUCER, "jmx": self.producer.jmx_address, "topics": [INCIDENT_TOPIC]}
+            "producers": [  # through the JMX exporter's agent: an HTTP scrape, no JVM started for it
+                {"client_id": PRODUCER, "url": self.producer.exporter_url, "topics": [INCIDENT_TOPIC]}
             ],
         }
         clusters = [real]

@@ -155,16 +155,19 @@ class ProducerAnalysis:
     inputs = frozenset(
         {*CLIENT_INPUTS, *BROKER_COUNTERS, *PARTITION_INPUTS, names.TOPIC_MIN_ISR, "isr_change"}
     )
-    settings = ("topics",)
+    settings = ("topics", "client_stale_s")
 
     def __init__(
         self,
         topics: Mapping[tuple[str, str], Iterable[str]] | None = None,
         fill_window_s: float = 60.0,
         stale_s: float = 300.0,
+        client_stale_s: float = 45.0,
     ):
+        """``client_stale_s``: a producer not scraped for this long is forgotten, its gauges with it, so a
+        page on a state nobody can see any more resolves (the collector's ticket says the scrape fails)."""
         self.topics = {key: tuple(value) for key, value in (topics or {}).items()}  # (cluster, client) ->
-        self.fill_window_s, self.stale_s = fill_window_s, stale_s
+        self.fill_window_s, self.stale_s, self.client_stale_s = fill_window_s, stale_s, client_stale_s
         self.rates = CounterRates(window_s=60.0, stale_s=stale_s)
         self.clients: dict[tuple[str, str], Client] = {}
         self.partitions: dict[tuple[str, str, str], PartitionState] = {}
@@ -271,7 +274,7 @@ class ProducerAnalysis:
     def _forget_stale(self) -> None:
         since = self.now_s - self.stale_s
         self.rates.forget_stale(self.now_s)
-        for key in [k for k, c in self.clients.items() if c.t_s < since]:
+        for key in [k for k, c in self.clients.items() if c.t_s < self.now_s - self.client_stale_s]:
             del self.clients[key]
         for key in [k for k, p in self.partitions.items() if p.seen_s < since and p.leader != -1]:
             del self.partitions[key]  # an offline partition stays offline until something says otherwise

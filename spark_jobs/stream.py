@@ -43,7 +43,10 @@ def analyses(config: Config) -> list[Analysis]:
         ReplicationAnalysis(stale_after_s=3 * intervals.metrics_s, forget_after_s=3 * intervals.metadata_s),
         FlappingAnalysis(flapping.flaps, flapping.window_s, flapping.clear_after_s),
         ThroughputAnalysis({c.name: c.broker_disk_bytes for c in config.clusters if c.broker_disk_bytes}),
-        ProducerAnalysis({(c.name, p.client_id): p.topics for c in config.clusters for p in c.producers}),
+        ProducerAnalysis(
+            {(c.name, p.client_id): p.topics for c in config.clusters for p in c.producers},
+            client_stale_s=3 * intervals.producers_s,
+        ),
     ]
 
 

@@ -159,6 +159,7 @@ def _query(stack: EmbeddedStack, expr: str) -> dict[str, float]:
     }
 
 
+@pytest.mark.timeout(1200)
 def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
     """The demo's incidents on the real cluster with the shipped rules: each page arrives (the demo and
     ``docs/peers.md`` report how long after its cause; a test does not time it), names what Kafka's own

@@ -207,3 +207,17 @@ def test_rf1_incident_in_the_simulator_the_estimate_foresees_when_the_producer_b
     # The producer blocked within a tick of the predicted time (the scenario's 30 s + 6.55 s)
     assert producer.blocked_since == pytest.approx(estimate, abs=0.1)
     assert estimate == pytest.approx(30 + 6.5536, abs=0.1)
+
+
+def test_a_producer_no_longer_scraped_is_forgotten_so_its_page_resolves():
+    # Its last scrape said blocked; then its metrics stop coming (the app died, its JMX does not answer)
+    # while other sources go on. Past client_stale_s its gauges are gone: nothing claims it is blocked.
+    analysis = ProducerAnalysis(client_stale_s=15)
+    analysis.observe(client(0, 100, waiting=1))
+    assert metrics_of(analysis)["kobs_producer_blocked", "prod", "web-frontend"] == 1
+    analysis.observe(client(15, 32 * MIB, client_id="batch"))
+    assert ("kobs_producer_blocked", "prod", "web-frontend") in metrics_of(analysis)  # 15 s: not yet
+    analysis.observe(client(16, 32 * MIB, client_id="batch"))
+    got = metrics_of(analysis)
+    assert ("kobs_producer_blocked", "prod", "web-frontend") not in got
+    assert got["kobs_producer_blocked", "prod", "batch"] == 0
