@@ -1,20 +1,23 @@
 """Partition state, ISR and controller changes of a ZooKeeper-mode cluster, read from the znodes Kafka writes.
 
-- ``/isr_change_notification`` is watched; each notification names partitions whose state znode
-  (``/brokers/topics/<t>/partitions/<n>/state``) is read at once. The controller deletes notifications as it
-  processes them, and brokers batch them, so they are a fast path, not the truth:
-- every ``full_diff_s`` each topic's assignment znode (``/brokers/topics/<t>``: its partitions and their
-  replicas) and all partition states are read and diffed, catching whatever the notifications missed (and
-  everything that changed while the session was lost). A malformed assignment is an error; that topic's
-  partitions are then listed instead, keeping the replicas known before.
+- Every ``full_diff_s`` each topic's assignment znode (``/brokers/topics/<t>``: its partitions and their
+  replicas) and all partition state znodes (``.../partitions/<n>/state``) are read and diffed, each state
+  read leaving a data watch on its znode. A malformed assignment is an error; that topic's partitions are
+  then listed instead, keeping the replicas known before.
+- Between full reads, a state znode's watch fires when it is written and the znode is read again (leaving
+  the next watch): whoever wrote it, the controller (ISR changes a leader asked for with AlterPartition,
+  leader elections, a broker's session expiring) or, before inter-broker protocol 2.7-IV2, the leader.
+  ``/isr_change_notification`` is not read: brokers at that protocol or later never write it, older ones
+  write it seconds after the state znode (batched), and the controller deletes it within milliseconds.
 - ``/controller`` and ``/controller_epoch`` are watched; every new (controller, epoch) pair is an event,
   the first one at start (id -1 when there is no controller).
 
-Both paths update one table of known states under a lock, so a change is reported once. kazoo's watch
-recipes re-register after a session expiry, and the next scrape then does a full diff. The first full read
-sets the baseline without events. Every scrape with a session also emits the table as per-partition
-samples (:func:`collectors.isr.partition_samples`, as the metadata source does in KRaft mode): ZooKeeper is
-the authority for partition state, and reading it costs no more than the full diff already did.
+Both paths update one table of known states under a lock, each state with the zxid of its write, so a change
+is reported once and an older read never replaces a newer one. A lost connection drops kazoo's watches, so
+the next scrape does a full read, which sets them again. The first full read sets the baseline without
+events. Every scrape with a session also emits the table as per-partition samples
+(:func:`collectors.isr.partition_samples`, as the metadata source does in KRaft mode): ZooKeeper is the
+authority for partition state. The source only reads: it writes no znode.
 """
 
 from __future__ import annotations
@@ -28,14 +31,14 @@ from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import ConnectionLoss, KazooException, NoNodeError, SessionExpiredError
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 from collectors.isr import PartitionKey, PartitionState, isr_event, partition_samples
 from collectors.source import Scrape, now_ms
 from common.contract import Batch, Event
 
 SOURCE = "zookeeper/isr"
-NOTIFICATIONS = "/isr_change_notification"
 TOPICS = "/brokers/topics"
 IN_FLIGHT = 1_000  # znode reads pipelined at once in a full read
 
@@ -57,10 +60,14 @@ def parse_assignment(raw: bytes) -> dict[int, tuple[int, ...]]:
     return {int(p): tuple(int(b) for b in replicas) for p, replicas in doc["partitions"].items()}
 
 
-def parse_notification(raw: bytes) -> list[PartitionKey]:
-    """The partitions an ``isr_change_<n>`` znode names; ValueError if malformed."""
-    doc = json.loads(raw)
-    return [(str(p["topic"]), int(p["partition"])) for p in doc["partitions"]]
+def state_path(key: PartitionKey) -> str:
+    return f"{TOPICS}/{key[0]}/partitions/{key[1]}/state"
+
+
+def state_key(path: str) -> PartitionKey:
+    """``/brokers/topics/<t>/partitions/<n>/state`` → (t, n); a topic name has no ``/``."""
+    topic, _, partition = path[len(TOPICS) + 1 : -len("/state")].partition("/partitions/")
+    return topic, int(partition)
 
 
 class ZooKeeperIsrSource:
@@ -72,7 +79,8 @@ class ZooKeeperIsrSource:
         retry = {"max_tries": -1, "max_delay": 5.0}
         self._zk = KazooClient(hosts=connect, timeout=timeout_s, connection_retry=retry)
         self._lock = threading.Lock()
-        self._states: dict[PartitionKey, PartitionState] | None = None  # None until the first full read
+        self._states: dict[PartitionKey, PartitionState] = {}
+        self._zxids: dict[PartitionKey, int] = {}  # the zxid of the write each known state was read from
         self._controller: tuple[int, int] | None = None
         self._events: list[Event] = []
         self._errors: list[str] = []
@@ -81,8 +89,6 @@ class ZooKeeperIsrSource:
     def start(self) -> ZooKeeperIsrSource:
         self._zk.add_listener(self._on_state)
         self._zk.start()
-        self._zk.ensure_path(NOTIFICATIONS)
-        self._zk.ChildrenWatch(NOTIFICATIONS, self._on_notifications)
         self._zk.DataWatch("/controller", lambda *_: self._on_controller())
         self._zk.DataWatch("/controller_epoch", lambda *_: self._on_controller())
         return self
@@ -101,31 +107,21 @@ class ZooKeeperIsrSource:
             events, self._events = self._events, []
             errors, self._errors = self._errors, []
             # without a session the table may be stale: no partition state rather than an old one
-            states = dict(self._states or {}) if self._zk.connected else {}
+            states = dict(self._states) if self._zk.connected else {}
         samples = tuple(partition_samples(states))
         return Scrape(Batch(self.cluster, SOURCE, now_ms(), samples, tuple(events)), errors)
 
     # -- reading and recording --------------------------------------------------------------------------
-    def _get_many(self, paths: Iterable[str]) -> Iterator[bytes | None]:
-        """The data of each znode (None when it does not exist), read with up to ``IN_FLIGHT`` requests
-        pipelined on the session: one round trip per chunk instead of one per znode."""
+    def _get_many(self, paths: Iterable[str], watch: Any = None) -> Iterator[tuple[bytes, ZnodeStat] | None]:
+        """The data and stat of each znode (None when it does not exist), read with up to ``IN_FLIGHT``
+        requests pipelined on the session: one round trip per chunk instead of one per znode."""
         paths = iter(paths)
-        while chunk := [self._zk.get_async(path) for path in itertools.islice(paths, IN_FLIGHT)]:
+        while chunk := [self._zk.get_async(path, watch) for path in itertools.islice(paths, IN_FLIGHT)]:
             for request in chunk:
                 try:
-                    yield request.get()[0]
+                    yield request.get()
                 except NoNodeError:
                     yield None
-
-    def _read_state(self, key: PartitionKey) -> PartitionState | None:
-        try:
-            raw, _ = self._zk.get(f"{TOPICS}/{key[0]}/partitions/{key[1]}/state")
-        except NoNodeError:
-            return None
-        except KazooException as exc:
-            self._error(f"reading state of {key[0]}-{key[1]}: {exc!r}")
-            return None
-        return self._state(key, raw)
 
     def _state(self, key: PartitionKey, raw: bytes) -> PartitionState | None:
         try:
@@ -145,14 +141,16 @@ class ZooKeeperIsrSource:
             except NoNodeError:
                 return {}  # deleted while we read
 
-    def _record(self, key: PartitionKey, state: PartitionState, ts_ms: int) -> None:
-        """Under the lock: remember ``state`` (with the replicas known before when it has none), queue an
-        event if it differs from the known one."""
-        old = self._states.get(key) if self._states is not None else None
+    def _record(self, key: PartitionKey, state: PartitionState, zxid: int, ts_ms: int) -> None:
+        """Under the lock: remember ``state``, written at ``zxid`` (with the replicas known before when it has
+        none), and queue an event if it differs from the known one (none for a partition not known before);
+        a state older than the known one is dropped (a full read that began before a watch's read)."""
+        if zxid < self._zxids.get(key, -1):
+            return
+        old = self._states.get(key)
         if old is not None and not state.replicas:
             state = replace(state, replicas=old.replicas)
-        if self._states is not None:
-            self._states[key] = state
+        self._states[key], self._zxids[key] = state, zxid
         event = isr_event(key[0], key[1], old, state, ts_ms) if old is not None else None
         if event is not None:
             self._events.append(event)
@@ -168,50 +166,52 @@ class ZooKeeperIsrSource:
             assignments = dict(zip(topics, self._get_many(f"{TOPICS}/{t}" for t in topics), strict=True))
             replicas = {
                 (topic, partition): assigned
-                for topic, raw in assignments.items()
-                if raw is not None  # deleted while we read
-                for partition, assigned in self._assignment(topic, raw).items()
+                for topic, read in assignments.items()
+                if read is not None  # deleted while we read
+                for partition, assigned in self._assignment(topic, read[0]).items()
             }
-            paths = (f"{TOPICS}/{t}/partitions/{p}/state" for t, p in replicas)
-            for key, raw in zip(replicas, self._get_many(paths), strict=True):
-                state = self._state(key, raw) if raw is not None else None
+            reads = self._get_many(map(state_path, replicas), self._on_state_written)
+            for key, read in zip(replicas, reads, strict=True):
+                state = self._state(key, read[0]) if read is not None else None
                 if state is not None:
-                    states[key] = replace(state, replicas=replicas[key])
+                    states[key] = (replace(state, replicas=replicas[key]), read[1].mzxid)
         except NoNodeError:
             pass  # no topics yet
         except KazooException as exc:
             self._error(f"full read of partition states: {exc!r}")
             return
         with self._lock:
-            if self._states is None:
-                self._states = states
-                return
-            for key, state in states.items():
-                self._record(key, state, ts)
+            for key, (state, zxid) in states.items():
+                self._record(key, state, zxid, ts)
             for key in self._states.keys() - states.keys():
-                del self._states[key]
+                del self._states[key], self._zxids[key]
 
     # -- watch callbacks (kazoo's event thread) ---------------------------------------------------------
     def _on_state(self, state: KazooState) -> None:
-        if state == KazooState.LOST:  # watches fired nothing while the session was gone: diff everything
+        if state != KazooState.CONNECTED:  # kazoo dropped every watch: read (and watch) everything again
             self._next_full = 0.0
 
-    def _on_notifications(self, children: list[str]) -> None:
-        ts = now_ms()
-        for child in sorted(children):
-            try:
-                raw, _ = self._zk.get(f"{NOTIFICATIONS}/{child}")
-                keys = parse_notification(raw)
-            except NoNodeError:
-                continue  # the controller was faster; the full diff will catch the change
-            except (ValueError, KeyError, TypeError) as exc:
-                self._error(f"notification {child}: {exc}")
-                continue
-            for key in keys:
-                state = self._read_state(key)
-                if state is not None:
-                    with self._lock:
-                        self._record(key, state, ts)
+    def _on_state_written(self, event: WatchedEvent) -> None:
+        """A state znode's watch fired: read it again, leaving the next watch (deletions and lost
+        connections are left to the next full read)."""
+        if event.type == EventType.CHANGED:
+            key, ts = state_key(event.path), now_ms()
+            self._zk.get_async(event.path, self._on_state_written).rawlink(
+                lambda request: self._on_state_read(key, request, ts)
+            )
+
+    def _on_state_read(self, key: PartitionKey, request: Any, ts_ms: int) -> None:
+        try:
+            raw, stat = request.get()
+        except (NoNodeError, ConnectionLoss, SessionExpiredError):
+            return  # deleted, or the connection went: the next full read has it
+        except KazooException as exc:
+            self._error(f"reading state of {key[0]}-{key[1]}: {exc!r}")
+            return
+        state = self._state(key, raw)
+        if state is not None:
+            with self._lock:
+                self._record(key, state, stat.mzxid, ts_ms)
 
     def _on_controller(self) -> None:
         controller = self._json("/controller")

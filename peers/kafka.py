@@ -1,8 +1,9 @@
 """A real Apache Kafka cluster on loopback: N nodes, each its own JVM, from the jars setup resolved.
 
 KRaft by default (``kafka`` jar set): every node is broker and controller, the quorum is the N nodes.
-With ``zookeeper=`` the cluster runs in ZooKeeper mode instead (``kafka-zk`` jar set, Kafka 3.9, the last
-line that has it), so partition-state and ``isr_change_notification`` znodes are written by real brokers.
+With ``zookeeper=`` (``host:port/chroot``; Kafka creates the chroot) the cluster runs in ZooKeeper mode
+instead (``kafka-zk`` jar set, Kafka 3.9, the last line that has it, logging through reload4j): brokers
+register in ZooKeeper, one of them is the controller, and partition states are znodes real brokers write.
 
 Each node gets free ports for its client listener, its controller listener (KRaft) and JMX, a small heap,
 its log (``kafka-<id>.log``) and data in the run directory, and settings that make incidents quick to show
@@ -211,6 +212,9 @@ class KafkaCluster:
                     "broker.id": i,
                     "zookeeper.connect": zookeeper,
                     "listeners": f"PLAINTEXT://{HOST}:{client}",
+                    # a stopping broker asks the controller once to move its leaders, not 3 times 5 s apart
+                    # (the last broker standing otherwise spends 10 s asking before it stops)
+                    "controlled.shutdown.max.retries": 1,
                 }
                 other: tuple[int, ...] = ()
             else:

@@ -1,5 +1,6 @@
 """ZooKeeper-mode partition state, ISR and controller changes against a real ZooKeeper, with znodes written
-as Kafka does; and the simulator's cluster read that way into the replication analysis."""
+byte for byte as Kafka 3.9 brokers write them (seen in tests/test_zookeeper_mode.py, docs/peers.md); and the
+simulator's cluster read that way into the replication analysis."""
 
 from __future__ import annotations
 
@@ -21,19 +22,25 @@ from spark_jobs.replication import ReplicationAnalysis
 
 
 def _state(leader, isr, leader_epoch):
+    """A partition state znode as the controller writes it (leader -1 when offline)."""
     doc = {"controller_epoch": 3, "leader": leader, "version": 1, "leader_epoch": leader_epoch, "isr": isr}
     return json.dumps(doc).encode()
 
 
-def _topic(zk, topic, replicas, raw=None):
-    """The assignment znode Kafka writes when a topic is created: partition -> replicas (or ``raw`` bytes)."""
+def _assignment(replicas):
+    """The assignment znode Kafka writes when a topic is created: partition -> replicas, and the topic id."""
     doc = {
-        "version": 2,
         "partitions": {str(p): r for p, r in replicas.items()},
+        "topic_id": "fjfAxP3iSXKjDsg_UuUjKA",
         "adding_replicas": {},
         "removing_replicas": {},
+        "version": 3,
     }
-    zk.create(f"/brokers/topics/{topic}", json.dumps(doc).encode() if raw is None else raw, makepath=True)
+    return json.dumps(doc).encode()
+
+
+def _topic(zk, topic, replicas, raw=None):
+    zk.create(f"/brokers/topics/{topic}", _assignment(replicas) if raw is None else raw, makepath=True)
 
 
 def _partitions(samples):
@@ -45,9 +52,14 @@ def _partitions(samples):
     }
 
 
-def _notify(zk, *partitions):
-    doc = {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
-    zk.create("/isr_change_notification/isr_change_", json.dumps(doc).encode(), sequence=True)
+def _controller(zk, broker_id, epoch):
+    """A controller election as Kafka does it: ``/controller`` created and ``/controller_epoch`` set in one
+    transaction."""
+    doc = {"version": 2, "brokerid": broker_id, "timestamp": "1795472109352", "kraftControllerEpoch": -1}
+    election = zk.transaction()
+    election.create("/controller", json.dumps(doc).encode(), ephemeral=True)
+    election.set_data("/controller_epoch", str(epoch).encode())
+    assert not [result for result in election.commit() if isinstance(result, Exception)]
 
 
 def _events_until(source, count, timeout_s=10):
@@ -95,15 +107,15 @@ def _isr(events):
     ]
 
 
-def test_notification_path_reports_a_shrink_with_leader_epoch(zk, zookeeper):
+def test_a_state_write_is_reported_at_once_by_its_watch(zk, zookeeper):
     _topic(zk, "orders", {0: [1, 2, 3], 1: [2, 3, 1]})
     zk.create("/brokers/topics/orders/partitions/0/state", _state(1, [1, 2, 3], 7), makepath=True)
     zk.create("/brokers/topics/orders/partitions/1/state", _state(2, [2, 3], 4), makepath=True)
     source = ZooKeeperIsrSource("zk", zookeeper.connect, full_diff_s=3600).start()  # only the first full read
     try:
         assert _isr(source.collect().batch.events) == []  # the first full read is the baseline
+        # broker 2's session expired: the controller writes the state znode, and nothing else
         zk.set("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3], 8))
-        _notify(zk, ("orders", 0))
         events, errors = _events_until(source, 1)
         assert errors == []
         assert _isr(events) == [("orders", 0, [1, 2, 3], [1, 3], 1, 8, "shrink")]
@@ -125,9 +137,8 @@ def test_partition_state_samples_come_from_the_state_and_assignment_znodes(zk, z
         expected |= {(names.PARTITION_ISR, "orders", p): n for p, n in ((0, 3), (1, 1), (2, 3))}
         expected |= {(names.PARTITION_LEADER, "orders", p): b for p, b in ((0, 1), (1, -1), (2, 3))}
         assert _partitions(decode(encode(first.batch)).samples) == expected
-        # broker 2 leaves partition 0's ISR: the leader writes the state znode, then a notification
-        zk.set("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3], 8))
-        _notify(zk, ("orders", 0))
+        # broker 2 leaves partition 0's ISR (AlterPartition: the controller writes it, same leader epoch)
+        zk.set("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3], 7))
         samples, deadline = {}, time.monotonic() + 10
         while samples.get((names.PARTITION_ISR, "orders", 0)) != 2 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -154,8 +165,7 @@ def test_a_malformed_assignment_is_an_error_and_its_partitions_are_still_read(zk
             (names.PARTITION_ISR, "bad", 0): 2,  # no replica count: its assignment could not be read
             (names.PARTITION_LEADER, "bad", 0): 1,
         }
-        repaired = {"version": 1, "partitions": {"0": [1, 2, 3]}}  # with a third replica
-        zk.set("/brokers/topics/bad", json.dumps(repaired).encode())
+        zk.set("/brokers/topics/bad", _assignment({0: [1, 2, 3]}))  # with a third replica
         scrape = source.collect()
         assert scrape.errors == []
         assert _partitions(scrape.batch.samples)[(names.PARTITION_REPLICAS, "bad", 0)] == 3
@@ -163,14 +173,21 @@ def test_a_malformed_assignment_is_an_error_and_its_partitions_are_still_read(zk
         source.stop()
 
 
-def test_full_diff_catches_a_change_whose_notification_was_deleted(zk, zookeeper):
-    _topic(zk, "orders", {0: [1, 2, 3]})
-    zk.create("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3], 8), makepath=True)
-    zk.ensure_path("/isr_change_notification")
+def test_a_topic_created_later_is_watched_after_the_next_full_read_and_a_change_reported_once(zk, zookeeper):
+    zk.ensure_path("/brokers/topics")
     source = ZooKeeperIsrSource("zk", zookeeper.connect, full_diff_s=0.2).start()
     try:
-        source.collect()
-        # broker 2 rejoins; the controller consumed the notification before we could read it
+        assert source.collect().batch.samples == ()  # no topics yet
+        _topic(zk, "orders", {0: [1, 2, 3]})
+        zk.create("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3], 8), makepath=True)
+        samples, deadline = {}, time.monotonic() + 10
+        while not samples and time.monotonic() < deadline:
+            scrape = source.collect()
+            assert _isr(scrape.batch.events) == []  # a new partition is not a change
+            samples = _partitions(scrape.batch.samples)
+            time.sleep(0.05)
+        assert samples[(names.PARTITION_ISR, "orders", 0)] == 2
+        # broker 2 rejoins: the watch and the full reads both see it, it is reported once
         zk.set("/brokers/topics/orders/partitions/0/state", _state(1, [1, 3, 2], 8))
         events, _ = _events_until(source, 1)
         assert _isr(events) == [("orders", 0, [1, 3], [1, 3, 2], 1, 8, "expand")]
@@ -180,9 +197,29 @@ def test_full_diff_catches_a_change_whose_notification_was_deleted(zk, zookeeper
         source.stop()
 
 
+def test_a_state_read_before_a_newer_one_was_recorded_is_dropped(zk, zookeeper):
+    """A full read's reads are pipelined: a watch may record a newer write of a znode before the full read
+    records what it read earlier. The zxid of each write decides, not the order of recording."""
+    _topic(zk, "orders", {0: [1, 2]})
+    zk.create("/brokers/topics/orders/partitions/0/state", _state(1, [1, 2], 5), makepath=True)
+    source = ZooKeeperIsrSource("zk", zookeeper.connect, full_diff_s=3600).start()
+    try:
+        source.collect()
+        stale = zk.get("/brokers/topics/orders/partitions/0/state")  # what a slow full read could hold
+        zk.set("/brokers/topics/orders/partitions/0/state", _state(1, [1], 5))
+        assert _isr(_events_until(source, 1)[0]) == [("orders", 0, [1, 2], [1], 1, 5, "shrink")]
+        with source._lock:
+            source._record(("orders", 0), source._state(("orders", 0), stale[0]), stale[1].mzxid, 0)
+        scrape = source.collect()
+        assert _isr(scrape.batch.events) == []
+        assert _partitions(scrape.batch.samples)[(names.PARTITION_ISR, "orders", 0)] == 1
+    finally:
+        source.stop()
+
+
 def test_controller_failover_and_malformed_state_are_reported(zk, zookeeper):
-    zk.create("/controller_epoch", b"3")
-    zk.create("/controller", b'{"version":1,"brokerid":0,"timestamp":"1732270000000"}', ephemeral=True)
+    zk.create("/controller_epoch", b"2")
+    _controller(zk, 0, 3)
     _topic(zk, "bad", {0: [1, 2]})
     zk.create("/brokers/topics/bad/partitions/0/state", b'{"leader": 1}', makepath=True)
     source = ZooKeeperIsrSource("zk", zookeeper.connect, full_diff_s=3600).start()
@@ -193,15 +230,14 @@ def test_controller_failover_and_malformed_state_are_reported(zk, zookeeper):
         zk.delete("/controller")  # controller 0 dies
         gone, _ = _events_until(source, 1)
         assert [(e.fields["controller_id"], e.fields["controller_epoch"]) for e in gone] == [(-1, 3)]
-        zk.set("/controller_epoch", b"4")  # broker 2 wins the election with the next epoch
-        zk.create("/controller", b'{"version":1,"brokerid":2,"timestamp":"1732270001000"}', ephemeral=True)
+        _controller(zk, 2, 4)  # broker 2 wins the election with the next epoch
         pairs, deadline = [], time.monotonic() + 10
         while pairs[-1:] != [(2, 4)] and time.monotonic() < deadline:  # one event or two
             pairs += [
                 (e.fields["controller_id"], e.fields["controller_epoch"]) for e in _events_until(source, 1)[0]
             ]
         assert pairs[-1:] == [(2, 4)]
-        assert set(pairs) <= {(-1, 4), (2, 4)}  # the epoch may be seen before the new controller
+        assert set(pairs) <= {(-1, 4), (2, 4)}  # both written at once, but read one after the other
     finally:
         source.stop()
 
@@ -222,28 +258,33 @@ def test_after_session_expiry_everything_is_diffed_and_watches_come_back(zk, zoo
         while (source._zk.client_id or (session_id,))[0] == session_id and time.monotonic() < deadline:
             time.sleep(0.05)
         assert (source._zk.client_id or (session_id,))[0] != session_id, "no new session"
-        # a change without a notification: only the full diff that follows a lost session can see it
+        # a change no watch sees (they went with the session): the full read after a lost session sees it
         zk.set("/brokers/topics/orders/partitions/0/state", _state(2, [2], 6))
         events, _ = _events_until(source, 1)
         assert _isr(events) == [("orders", 0, [1, 2], [2], 2, 6, "shrink")]
-        # and the notification watch is back
+        # and that read set the state watch again
         zk.set("/brokers/topics/orders/partitions/0/state", _state(2, [2, 1], 6))
-        _notify(zk, ("orders", 0))
         events, _ = _events_until(source, 1)
         assert _isr(events) == [("orders", 0, [2], [2, 1], 2, 6, "expand")]
     finally:
         source.stop()
 
 
-def test_a_lost_connection_is_counted_as_zookeeper_disconnected(tmp_path):
-    with ZooKeeper(tmp_path) as own:  # its own server: stopping the shared one would break other tests
+def test_a_lost_connection_is_counted_as_zookeeper_disconnected_and_watches_come_back(tmp_path):
+    def write(change):
         writer = KazooClient(hosts=own.connect)
         writer.start()
-        _topic(writer, "orders", {0: [1]})
-        writer.create("/brokers/topics/orders/partitions/0/state", _state(1, [1], 0), makepath=True)
+        change(writer)
         writer.stop()
         writer.close()
-        source = ZooKeeperIsrSource("zk", own.connect, timeout_s=4).start()
+
+    def create(writer):
+        _topic(writer, "orders", {0: [1, 2]})
+        writer.create("/brokers/topics/orders/partitions/0/state", _state(1, [1, 2], 0), makepath=True)
+
+    with ZooKeeper(tmp_path) as own:  # its own server: stopping the shared one would break other tests
+        write(create)
+        source = ZooKeeperIsrSource("zk", own.connect, timeout_s=4).start()  # full reads every 30 s
         try:
             first = source.collect()
             assert first.errors == [] and len(first.batch.samples) == 3
@@ -252,11 +293,22 @@ def test_a_lost_connection_is_counted_as_zookeeper_disconnected(tmp_path):
             while not scrape.errors and time.monotonic() < deadline:
                 scrape = source.collect()
                 time.sleep(0.1)
+            assert [reason_of(e) for e in scrape.errors] == ["zookeeper_disconnected"]
+            assert own.connect in scrape.errors[0]
+            assert scrape.batch.samples == ()  # what it knew may be stale by now: not reported as current
+            # ZooKeeper returns (same data): kazoo dropped the watches with the connection, the next
+            # scrape reads everything again and sets them, so a later write is seen at once
+            own.start()
+            back, deadline = scrape, time.monotonic() + 20
+            while (back.errors or not back.batch.samples) and time.monotonic() < deadline:
+                back = source.collect()
+                time.sleep(0.1)
+            assert back.errors == [] and len(back.batch.samples) == 3
+            write(lambda w: w.set("/brokers/topics/orders/partitions/0/state", _state(1, [1], 0)))
+            events, _ = _events_until(source, 1)
+            assert _isr(events) == [("orders", 0, [1, 2], [1], 1, 0, "shrink")]
         finally:
             source.stop()
-    assert [reason_of(e) for e in scrape.errors] == ["zookeeper_disconnected"]
-    assert own.connect in scrape.errors[0]
-    assert scrape.batch.samples == ()  # what it knew may be stale by now: not reported as current
 
 
 def _observations(scrape, inputs):
