@@ -244,10 +244,9 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
     topic = "collect-jmx-a"
     jmx = [
         {"broker_id": 1, "address": kafka_cluster.nodes[1].jmx_address},
-        {"broker_id": 2, "address": kafka_cluster.nodes[2].jmx_address},
         {"broker_id": 3, "address": f"127.0.0.1:{free_port()}"},  # JMX port down
         {"broker_id": 4, "address": f"127.0.0.1:{silent_port}"},  # accepts, never answers
-    ]
+    ]  # a paused and a killed real node: tests/test_jmx_real.py
     doc = {
         "clusters": [
             {
@@ -258,9 +257,9 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
             }
         ],
         "metrics_topic": {"name": topic},
-        # JMX scrapes give up after 20 s: five query JVMs starting at once took over 12 s on this 2-core host
-        # when others' jobs loaded it (0.7-1.5 s each alone)
-        "intervals": {"metrics_s": 25, "offsets_s": 5, "metadata_s": 5, "producers_s": 25},
+        # JMX scrapes give up after 24 s: a real node's scrape (some 700 RMI calls) took 1-2 s alone, but
+        # over 20 s with four query JVMs starting at once on this 2-core host while others' jobs loaded it
+        "intervals": {"metrics_s": 30, "offsets_s": 5, "metadata_s": 5, "producers_s": 30},
         "sinks": {"run_dir": str(tmp_path / "run"), "self_metrics_address": f"127.0.0.1:{free_port()}"},
     }
     config = tmp_path / "kobs.yaml"
@@ -275,11 +274,10 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
-    assert elapsed < 60  # generous bound: the hung endpoint is cut off within its 25 s interval
+    assert elapsed < 60  # generous bound: the hung endpoint is cut off within its 30 s interval
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[2:-1]}
     broker_1 = lines["test/jmx/broker-1"].split()
     assert broker_1[1] == "ok" and int(broker_1[2]) > 50, result.stdout
-    assert lines["test/jmx/broker-2"].split()[1] == "ok", result.stdout
     assert lines["test/producer/checkout"].split()[1:3] == ["ok", str(len(PRODUCER_CATALOGUE))]
     down = lines["test/jmx/broker-3"]
     assert "FAILED" in down and "connection-error x1" in down

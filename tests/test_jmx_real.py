@@ -235,7 +235,7 @@ def test_a_paused_nodes_scrape_times_out_and_a_killed_ones_is_refused_while_the_
                 "jmx": [{"broker_id": i, "address": n.jmx_address} for i, n in kafka_cluster.nodes.items()],
             }
         ],
-        "intervals": {"metrics_s": 15},  # each JMX scrape gives up after 12 s (a busy host needs seconds)
+        "intervals": {"metrics_s": 20},  # each JMX scrape gives up after 16 s (seconds each on a busy host)
     }
     jobs = {j.source.name: j.source for j in build_jobs(Config.model_validate(doc)) if "jmx" in j.source.name}
     hung = kafka_cluster.nodes[3].jmx_address
@@ -266,8 +266,8 @@ def test_a_paused_nodes_scrape_times_out_and_a_killed_ones_is_refused_while_the_
     healed = wait_fully_replicated(kafka_cluster.bootstrap)
 
     seconds, scrape = paused["jmx/broker-3"]
-    assert scrape.batch.samples == () and scrape.errors == [f"timeout: no answer within 12.0 s (at {hung})"]
-    assert seconds >= 11.5
+    assert scrape.batch.samples == () and scrape.errors == [f"timeout: no answer within 16.0 s (at {hung})"]
+    assert seconds >= 15.5
     for name in ("jmx/broker-1", "jmx/broker-2"):
         for run in (paused, killed):
             _, healthy = run[name]
