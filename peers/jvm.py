@@ -46,15 +46,38 @@ def classpath(profile: str) -> str:
     return f"{jar_dir(profile)}/*"
 
 
-def jmx_flags(port: int) -> list[str]:
-    """JVM flags that open an unauthenticated JMX/RMI endpoint on 127.0.0.1:``port`` only."""
+def jmx_password_files(folder: Path, credentials: tuple[str, str]) -> tuple[Path, Path]:
+    """``jmxremote.password`` and ``jmxremote.access`` in ``folder`` for one read-only user (``credentials``
+    is user and password), mode 0600: the JVM refuses a password file that others can read."""
+    user, password = credentials
+    files = (folder / "jmxremote.password", folder / "jmxremote.access")
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, line in zip(files, (f"{user} {password}\n", f"{user} readonly\n"), strict=True):
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(line)
+    return files
+
+
+def jmx_flags(port: int, auth: tuple[Path, Path] | None = None) -> list[str]:
+    """JVM flags that open a JMX/RMI endpoint on 127.0.0.1:``port`` only, without SSL; unauthenticated, or
+    with ``auth`` (the password and access files of :func:`jmx_password_files`) requiring that login."""
+    login = (
+        [
+            "-Dcom.sun.management.jmxremote.authenticate=true",
+            f"-Dcom.sun.management.jmxremote.password.file={auth[0]}",
+            f"-Dcom.sun.management.jmxremote.access.file={auth[1]}",
+        ]
+        if auth
+        else ["-Dcom.sun.management.jmxremote.authenticate=false"]
+    )
     return [
         "-Dcom.sun.management.jmxremote",
         f"-Dcom.sun.management.jmxremote.port={port}",
         f"-Dcom.sun.management.jmxremote.rmi.port={port}",
         f"-Dcom.sun.management.jmxremote.host={HOST}",
         f"-Djava.rmi.server.hostname={HOST}",
-        "-Dcom.sun.management.jmxremote.authenticate=false",
+        *login,
         "-Dcom.sun.management.jmxremote.ssl=false",
     ]
 

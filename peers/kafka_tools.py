@@ -7,12 +7,15 @@ and the like; parsers turn the tools' printed tables into plain rows.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from peers import jvm
-from peers.process import PeerError
+from peers.process import ManagedProcess, PeerError, tcp_ready
 
 # Script name → main class, as in Kafka's bin/ scripts (4.x and 3.9 alike).
 MAIN_CLASSES = {
@@ -23,6 +26,8 @@ MAIN_CLASSES = {
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "kafka-jmx": "org.apache.kafka.tools.JmxTool",
     "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
 }
 
 
@@ -142,13 +147,13 @@ def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:
     return found
 
 
-def jmx_values(address: str, object_name: str) -> dict[str, float]:
+def jmx_values(address: str, *object_names: str) -> dict[str, float]:
     """``kafka-jmx --one-time``: ``ObjectName:Attribute`` → value for every numeric attribute of the
-    beans matching ``object_name`` (a pattern may match many)."""
+    beans matching any of ``object_names`` (a pattern may match many; NaN stays NaN)."""
     url = f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi"
+    names = [arg for name in object_names for arg in ("--object-name", name)]
     output = run_tool(
-        "kafka-jmx", "--jmx-url", url, "--object-name", object_name, "--one-time", "true",
-        "--report-format", "csv",
+        "kafka-jmx", "--jmx-url", url, *names, "--one-time", "true", "--report-format", "csv"
     )  # fmt: skip
     values = {}
     for line in output.splitlines():
@@ -160,3 +165,54 @@ def jmx_values(address: str, object_name: str) -> dict[str, float]:
         except ValueError:
             continue  # a non-numeric attribute (RateUnit, ...)
     return values
+
+
+def log_dir_sizes(bootstrap: str, topic: str) -> dict[tuple[int, int], int]:
+    """``kafka-log-dirs --describe --topic-list T`` (the DescribeLogDirs API): (broker, partition) → bytes
+    of that replica's log."""
+    output = run_tool("kafka-log-dirs", "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic)
+    doc = json.loads(next(line for line in output.splitlines() if line.startswith("{")))
+    sizes = {}
+    for broker in doc["brokers"]:
+        for log_dir in broker["logDirs"]:
+            for replica in log_dir["partitions"]:
+                name, _, partition = replica["partition"].rpartition("-")
+                if name == topic and not replica.get("isFuture"):
+                    sizes[broker["broker"], int(partition)] = replica["size"]
+    return sizes
+
+
+class ConsoleProducer(ManagedProcess):
+    """``kafka-console-producer`` with remote JMX on ``jmx_port``: a real Java producer (``client.id`` and
+    the other producer ``properties`` in its ``--command-config``) that sends ``lines`` to ``topic``, one
+    record each, then stays connected and idle with its stdin open, so its ``kafka.producer`` beans can be
+    read while they hold still. With ``jmx_credentials`` (user, password) its JMX requires that login, from
+    a password file as a broker's would (``-Dcom.sun.management.jmxremote.password.file``). Ready once the
+    JMX port answers (the lines may still be in flight)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        bootstrap: str,
+        topic: str,
+        lines: Iterable[str],
+        jmx_port: int,
+        properties: Mapping[str, object],
+        jmx_credentials: tuple[str, str] | None = None,
+    ):
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        name = f"console-producer-{jmx_port}"
+        records, config = run_dir / f"{name}.lines", run_dir / f"{name}.properties"
+        records.write_text("".join(f"{line}\n" for line in lines))
+        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        auth = jvm.jmx_password_files(run_dir / name, jmx_credentials) if jmx_credentials else None
+        java = [
+            "java", "-Xmx128m", "-XX:TieredStopAtLevel=1", *jvm.jmx_flags(jmx_port, auth),
+            "-cp", jvm.classpath("kafka"), MAIN_CLASSES["kafka-console-producer"],
+            "--bootstrap-server", bootstrap, "--topic", topic, "--command-config", str(config),
+        ]  # fmt: skip
+        # sh feeds the lines, then an open pipe (sleep); stopping the process group ends all three
+        argv = ["sh", "-c", '(cat "$0"; exec sleep 86400) | exec "$@"', str(records), *java]
+        super().__init__(name, argv, run_dir, tcp_ready(jmx_port), ports=(jmx_port,))
+        self.jmx_address = f"127.0.0.1:{jmx_port}"

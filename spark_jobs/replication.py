@@ -11,9 +11,12 @@ Brokers: a broker is up while it reported a broker gauge within ``stale_after_s`
 observation; its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and
 has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the brokers that are up, or,
 without those, the last ``controller_change`` event (1 unless it names no controller). Unclean elections:
-the larger of two counts of the same thing — increments of the controllers' ``UncleanLeaderElections``
-counters (a reset counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster
-seen both ways is not counted twice. ISR changes are counted per topic and kind once each
+the larger of two counts of the same thing — increments of the active controller's ``UncleanLeaderElections``
+counter (a reset counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster
+seen both ways is not counted twice. Only the counter of a broker whose ``ActiveControllerCount`` reads 1
+(or is not reported) is added: in KRaft every controller replays the metadata log and counts every
+election, so adding the standbys' counters would count each election once per controller; in ZooKeeper
+mode only the active controller's counter moves anyway. ISR changes are counted per topic and kind once each
 (``spark_jobs.isr_ledger``), whichever sources report them.
 """
 
@@ -107,7 +110,9 @@ class ReplicationAnalysis:
 
     def observe(self, observations: Iterable[Observation]) -> None:
         skipped = self.skipped
-        for t_s, group in groupby(sorted(observations, key=lambda o: o.t_s), key=lambda o: o.t_s):
+        # within a scrape, a broker's ActiveControllerCount first: it decides whether its counter is added
+        in_order = sorted(observations, key=lambda o: (o.t_s, o.name != names.ACTIVE_CONTROLLER))
+        for t_s, group in groupby(in_order, key=lambda o: o.t_s):
             touched = set()
             for o in group:
                 try:
@@ -165,7 +170,8 @@ class ReplicationAnalysis:
             cluster.controller_gauge[broker] = o.value
         elif o.name == names.UNCLEAN_ELECTIONS:
             last = cluster.unclean_counters.get(broker)
-            if last is not None:  # the first value is the baseline; a lower one is a restarted counter
+            active = cluster.controller_gauge.get(broker, 1.0) >= 1  # a KRaft standby counts them too
+            if last is not None and active:  # the first value is the baseline; a lower one a restart
                 cluster.unclean_from_counters += int(o.value - last if o.value >= last else o.value)
             cluster.unclean_counters[broker] = o.value
         return None

@@ -1,111 +1,97 @@
-"""The JMX source against a real JVM serving Kafka-named MBeans over JMX/RMI (one JVM for the module).
+"""The JMX source's mechanics against real Kafka JVMs: a real Java producer's client metrics, bean naming, a
+broker's JMX password, refused and hung endpoints, the shared query slots, and ``kobs collect --once``.
 
-Bean names, keys and attributes are Kafka's (shared/KAFKA_NOTES.md, Yammer meters/timers, the producer's
-``producer-metrics``); the expected canonical names are those of ``common/names.py`` for each bean.
+The brokers are the session's Kafka 4.3 nodes; the producers are Kafka's console producer with remote JMX
+(one of them with a JMX password file). That the broker samples equal what the brokers report is
+checked in ``tests/test_jmx_real.py``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, series_name
 from collectors.scheduler import build_jobs
 from common import names
 from common.config import Config, ConfigError
 from common.contract import decode
-from peers.jmx import KafkaBeans
-from peers.process import free_port
+from peers import kafka_tools
+from peers.process import PeerError, free_port
+
+pytestmark = pytest.mark.peers
 
 ROOT = Path(__file__).parents[1]
+PRODUCER_BEAN = "kafka.producer:type=producer-metrics,client-id=checkout"
+BUFFER_MEMORY, BATCH_SIZE = 1048576, 16384
+REJECTED = 3  # records the compacted topic refuses (no key): the producer's record errors
+# The producer's attribute → canonical name (Kafka 4 has no bufferpool-wait-time-total any more).
+PRODUCER_CATALOGUE = {
+    "buffer-available-bytes": names.PRODUCER_BUFFER_AVAILABLE_BYTES,
+    "buffer-total-bytes": names.PRODUCER_BUFFER_TOTAL_BYTES,
+    "bufferpool-wait-ratio": names.PRODUCER_BUFFERPOOL_WAIT_RATIO,
+    "bufferpool-wait-time-ns-total": names.PRODUCER_BUFFERPOOL_WAIT_NS,
+    "waiting-threads": names.PRODUCER_WAITING_THREADS,
+    "record-send-rate": names.PRODUCER_RECORD_SEND_RATE,
+    "record-error-rate": names.PRODUCER_RECORD_ERROR_RATE,
+    "record-error-total": names.PRODUCER_RECORD_ERRORS,
+    "request-latency-avg": names.PRODUCER_REQUEST_LATENCY_MS,
+}
+# Broker gauges every node of a KRaft cluster (broker and controller) reports.
+NODE_GAUGES = {
+    names.UNDER_REPLICATED_PARTITIONS, names.UNDER_MIN_ISR_PARTITIONS, names.PARTITION_COUNT,
+    names.LEADER_COUNT, names.ACTIVE_CONTROLLER, names.OFFLINE_PARTITIONS, names.OFFLINE_LOG_DIRS,
+}  # fmt: skip
 
-BROKER_1 = """\
-gauge kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions Value=3
-gauge kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount Value=1
-gauge kafka.server:type=ReplicaManager,name=PartitionCount Value=120
-gauge kafka.server:type=ReplicaManager,name=LeaderCount Value=40
-meter kafka.server:type=ReplicaManager,name=IsrShrinksPerSec Count=41 OneMinuteRate=0.2
-meter kafka.server:type=ReplicaManager,name=IsrExpandsPerSec Count=38 OneMinuteRate=0.1
-gauge kafka.controller:type=KafkaController,name=ActiveControllerCount Value=1
-gauge kafka.controller:type=KafkaController,name=OfflinePartitionsCount Value=2
-meter kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec Count=1
-timer kafka.controller:type=ControllerStats,name=LeaderElectionRateAndTimeMs Count=7 Mean=12.5
-meter kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec Count=5000 OneMinuteRate=100
-meter kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=orders Count=1234
-meter kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=orders Count=1263616
-meter kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=orders Count=2527232
-meter kafka.server:type=BrokerTopicMetrics,name=FailedProduceRequestsPerSec,topic=orders Count=9
-gauge kafka.log:type=Log,name=Size,topic=orders,partition=0 Value=10485760
-gauge kafka.log:type=Log,name=LogStartOffset,topic=orders,partition=0 Value=100
-gauge kafka.log:type=Log,name=LogEndOffset,topic=orders,partition=0 Value=1334
-gauge kafka.log:type=Log,name=NumLogSegments,topic=orders,partition=0 Value=2
-gauge kafka.log:type=LogManager,name=OfflineLogDirectoryCount Value=0
-meter kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9 Count=2000
-meter kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=8 Count=15
-meter kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=Produce,error=NOT_ENOUGH_REPLICAS Count=7
-timer kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce Count=2015 Mean=3.5
-timer kafka.network:type=RequestMetrics,name=RequestQueueTimeMs,request=Produce Count=2015 Mean=0.4
-gauge kafka.server:type=KafkaServer,name=BrokerState Value=3
-"""
-BROKER_2 = """\
-gauge kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions Value=0
-gauge kafka.controller:type=KafkaController,name=ActiveControllerCount Value=0
-"""
-PRODUCER = (
-    "attrs kafka.producer:type=producer-metrics,client-id=checkout buffer-available-bytes=0 "
-    "buffer-total-bytes=33554432 bufferpool-wait-ratio=0.85 bufferpool-wait-time-ns-total=1.23E9 "
-    "waiting-threads=12 record-send-rate=0 record-error-rate=3.5 record-error-total=420 "
-    "request-latency-avg=NaN batch-size-avg=512\n"
-    "attrs kafka.producer:type=producer-node-metrics,client-id=checkout,node-id=node-1 request-rate=4\n"
-)
 
-B1 = (("broker", "1"),)
-EXPECTED_BROKER_1 = {
-    (names.UNDER_REPLICATED_PARTITIONS, B1): 3,
-    (names.UNDER_MIN_ISR_PARTITIONS, B1): 1,
-    (names.PARTITION_COUNT, B1): 120,
-    (names.LEADER_COUNT, B1): 40,
-    (names.ISR_SHRINKS, B1): 41,
-    (names.ISR_EXPANDS, B1): 38,
-    (names.ACTIVE_CONTROLLER, B1): 1,
-    (names.OFFLINE_PARTITIONS, B1): 2,
-    (names.UNCLEAN_ELECTIONS, B1): 1,
-    (names.LEADER_ELECTIONS, B1): 7,
-    (names.MESSAGES_IN, B1): 5000,
-    (names.MESSAGES_IN, (*B1, ("topic", "orders"))): 1234,
-    (names.BYTES_IN, (*B1, ("topic", "orders"))): 1263616,
-    (names.BYTES_OUT, (*B1, ("topic", "orders"))): 2527232,
-    (names.FAILED_PRODUCE_REQUESTS, (*B1, ("topic", "orders"))): 9,
-    (names.LOG_SIZE_BYTES, (*B1, ("partition", "0"), ("topic", "orders"))): 10485760,
-    (names.PARTITION_START_OFFSET, (*B1, ("partition", "0"), ("topic", "orders"))): 100,
-    (names.PARTITION_END_OFFSET, (*B1, ("partition", "0"), ("topic", "orders"))): 1334,
-    (names.OFFLINE_LOG_DIRS, B1): 0,
-    (names.REQUESTS, (*B1, ("request", "Produce"), ("version", "9"))): 2000,
-    (names.REQUESTS, (*B1, ("request", "Produce"), ("version", "8"))): 15,
-    (names.REQUEST_ERRORS, (*B1, ("error", "NOT_ENOUGH_REPLICAS"), ("request", "Produce"))): 7,
-    (names.REQUEST_TIME_MS, (*B1, ("request", "Produce"))): 3.5,
-}  # NumLogSegments, RequestQueueTimeMs and BrokerState are not in the catalogue: left out
+def wait_for(check, timeout_s: float, every_s: float = 1.0):
+    """Poll ``check()`` until it returns something truthy (a tool failing meanwhile counts as not yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            found = check()
+        except PeerError:
+            found = None
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(every_s)
 
 
 @pytest.fixture(scope="module")
-def beans(tmp_path_factory):
-    ports = {"broker-1": free_port(), "broker-2": free_port(), "producer": free_port()}
-    lines = {
-        ports["broker-1"]: BROKER_1.splitlines(),
-        ports["broker-2"]: BROKER_2.splitlines(),
-        ports["producer"]: PRODUCER.splitlines(),
-    }
-    with KafkaBeans(tmp_path_factory.mktemp("jmx"), lines):
-        yield {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+def producer(kafka_cluster, tmp_path_factory):
+    """A real Java producer (client id ``checkout``) holding still: four 9,000-byte records without a key
+    to a compacted topic, which refuses the three sent (each its own batch: two do not fit in one); the
+    fourth waits in a batch of the buffer (linger 1 h), so available bytes are the buffer less one batch."""
+    topic = f"collect-jmx-producer-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3, config={"cleanup.policy": "compact"})])[topic].result(30)
+    properties = {
+        "client.id": "checkout", "linger.ms": 3600000, "batch.size": BATCH_SIZE,
+        "buffer.memory": BUFFER_MEMORY, "max.block.ms": 3600000,
+    }  # fmt: skip
+    run_dir = tmp_path_factory.mktemp("producer")
+    lines = ["x" * 9000] * (REJECTED + 1)
+    with kafka_tools.ConsoleProducer(
+        run_dir, kafka_cluster.bootstrap, topic, lines, free_port(), properties
+    ) as console:
+        errors = f"{PRODUCER_BEAN}:record-error-total"
+        settled = wait_for(
+            lambda: kafka_tools.jmx_values(console.jmx_address, PRODUCER_BEAN).get(errors) == REJECTED, 60
+        )
+        assert settled, console.log_tail()
+        yield console
 
 
 @pytest.fixture
@@ -121,32 +107,31 @@ def _by_name(samples):
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
 
 
-def test_broker_beans_map_to_canonical_names(beans):
-    source = JmxSource("prod", "jmx/broker-1", beans["broker-1"], BROKER_QUERIES, {"broker": "1"})
-    scrape = source.collect()
-    assert scrape.errors == []
-    assert (scrape.batch.cluster, scrape.batch.source) == ("prod", "jmx/broker-1")
-    assert _by_name(scrape.batch.samples) == EXPECTED_BROKER_1
-
-
-def test_producer_metrics_map_with_the_client_id(beans):
+def test_a_real_producers_metrics_map_with_the_client_id_and_equal_what_jmxtool_reads(producer):
+    before = kafka_tools.jmx_values(producer.jmx_address, PRODUCER_BEAN)
     labels = {"client_id": "checkout"}
-    scrape = JmxSource("prod", "producer/checkout", beans["producer"], PRODUCER_QUERIES, labels).collect()
+    scrape = JmxSource("prod", "producer/checkout", producer.jmx_address, PRODUCER_QUERIES, labels).collect()
+    after = kafka_tools.jmx_values(producer.jmx_address, PRODUCER_BEAN)
     assert scrape.errors == []
     got = _by_name(scrape.batch.samples)
-    latency = got.pop((names.PRODUCER_REQUEST_LATENCY_MS, (("client_id", "checkout"),)))
-    assert latency != latency  # NaN, as Kafka reports an average over no requests
     c = (("client_id", "checkout"),)
-    assert got == {
-        (names.PRODUCER_BUFFER_AVAILABLE_BYTES, c): 0,
-        (names.PRODUCER_BUFFER_TOTAL_BYTES, c): 33554432,
-        (names.PRODUCER_BUFFERPOOL_WAIT_RATIO, c): 0.85,
-        (names.PRODUCER_BUFFERPOOL_WAIT_NS, c): 1.23e9,
-        (names.PRODUCER_WAITING_THREADS, c): 12,
-        (names.PRODUCER_RECORD_SEND_RATE, c): 0,
-        (names.PRODUCER_RECORD_ERROR_RATE, c): 3.5,
-        (names.PRODUCER_RECORD_ERRORS, c): 420,
-    }  # batch-size-avg and the per-node bean are not ours
+    assert set(got) == {
+        (name, c) for name in PRODUCER_CATALOGUE.values()
+    }  # the producer's other metrics: not ours
+    for attribute, name in PRODUCER_CATALOGUE.items():
+        low, high, value = (
+            before[f"{PRODUCER_BEAN}:{attribute}"],
+            after[f"{PRODUCER_BEAN}:{attribute}"],
+            got[name, c],
+        )
+        if low == high or (math.isnan(low) and math.isnan(high)):
+            assert value == low or (math.isnan(value) and math.isnan(low)), attribute
+        else:  # a windowed rate or average decays (or its window ends: NaN) while the producer idles
+            assert value in (low, high) or min(low, high) <= value <= max(low, high) or math.isnan(value)
+    assert got[names.PRODUCER_BUFFER_TOTAL_BYTES, c] == BUFFER_MEMORY
+    assert got[names.PRODUCER_BUFFER_AVAILABLE_BYTES, c] == BUFFER_MEMORY - BATCH_SIZE  # the lingering batch
+    assert got[names.PRODUCER_RECORD_ERRORS, c] == REJECTED
+    assert got[names.PRODUCER_WAITING_THREADS, c] == 0 and got[names.PRODUCER_BUFFERPOOL_WAIT_NS, c] == 0
 
 
 @pytest.mark.parametrize(
@@ -183,32 +168,45 @@ def test_beans_are_named_like_the_exporter_rule_sets(bean, attribute, series):
     assert series_name(bean, attribute) == series
 
 
-def test_a_secured_port_is_scraped_with_the_clusters_jmx_user_and_refuses_a_wrong_password(
-    tmp_path, monkeypatch
+def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_and_refuses_others(
+    kafka_cluster, tmp_path, monkeypatch
 ):
+    """A real Kafka client JVM started with a JMX password and access file, as brokers are secured (the JVM's
+    own JMX agent checks the login, whichever Kafka process it serves); ``jmx_auth`` is the cluster's, for
+    its brokers' and producers' endpoints alike."""
     port = free_port()
-    with KafkaBeans(tmp_path, {port: BROKER_1.splitlines()}, credentials=("monitor", "s3cret")):
+    address = f"127.0.0.1:{port}"
+    with kafka_tools.ConsoleProducer(
+        tmp_path, kafka_cluster.bootstrap, "collect-jmx-secured", [], port, {"client.id": "checkout"},
+        jmx_credentials=("monitor", "s3cret"),
+    ):  # fmt: skip
         cluster = {
             "name": "prod",
             "bootstrap_servers": ["127.0.0.1:9"],
-            "jmx": [{"broker_id": 1, "address": f"127.0.0.1:{port}"}],
+            "producers": [{"client_id": "checkout", "jmx": address}],
             "jmx_auth": {"username": "monitor", "password_env": "PROD_JMX_PASSWORD"},
         }
         config = Config.model_validate({"clusters": [cluster]})
 
         def scrape(password: str):
             monkeypatch.setenv("PROD_JMX_PASSWORD", password)
-            (job,) = [j for j in build_jobs(config) if j.source.name == "jmx/broker-1"]
+            (job,) = [j for j in build_jobs(config) if j.source.name == "producer/checkout"]
             return job.source.collect()
 
-        good = scrape("s3cret")
-        assert good.errors == [] and _by_name(good.batch.samples) == EXPECTED_BROKER_1
+        def logged_in():
+            found = scrape("s3cret")
+            return found if found.batch.samples else None  # none until the producer registers its beans
+
+        good = wait_for(logged_in, 30)
+        assert good and good.errors == []
+        assert {name for name, _ in _by_name(good.batch.samples)} == set(PRODUCER_CATALOGUE.values())
         bad = scrape("guess")
         assert bad.batch.samples == ()
         refused = "auth-failed: Authentication failed! Invalid username or password (check jmx_auth)"
-        assert bad.errors == [f"{refused} (at 127.0.0.1:{port})"]
-        anonymous = JmxSource("prod", "jmx/broker-1", f"127.0.0.1:{port}", BROKER_QUERIES, {"broker": "1"})
-        assert anonymous.collect().batch.samples == ()
+        assert bad.errors == [f"{refused} (at {address})"]
+        labels = {"client_id": "checkout"}
+        anonymous = JmxSource("prod", "producer/checkout", address, PRODUCER_QUERIES, labels).collect()
+        assert anonymous.batch.samples == () and anonymous.errors[0].startswith("auth-failed: ")
     monkeypatch.delenv("PROD_JMX_PASSWORD")
     with pytest.raises(ConfigError, match=r"clusters\[prod\]\.jmx_auth\.password_env .*PROD_JMX_PASSWORD"):
         build_jobs(config)
@@ -223,11 +221,11 @@ def test_a_closed_port_is_an_error_with_the_reason_not_an_exception():
     assert "Connection refused" in scrape.errors[0]
 
 
-def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(beans):
+def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(kafka_cluster):
     slots = threading.Semaphore(1)
-    labels = {"broker": "2"}
+    address = kafka_cluster.nodes[2].jmx_address
     source = JmxSource(
-        "prod", "jmx/broker-2", beans["broker-2"], BROKER_QUERIES, labels, timeout_s=0.5, slots=slots
+        "prod", "jmx/broker-2", address, BROKER_QUERIES, {"broker": "2"}, timeout_s=0.5, slots=slots
     )
     slots.acquire()  # another broker's query holds the only slot
     try:
@@ -235,32 +233,33 @@ def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(beans):
     finally:
         slots.release()
     assert blocked.batch.samples == () and blocked.errors[0].startswith("timeout: no free JMX query slot")
-    source.timeout_s = 10
+    source.timeout_s = 60
     freed = source.collect()
-    assert freed.errors == [] and len(freed.batch.samples) == 2
+    assert freed.errors == [] and {name for name, _ in _by_name(freed.batch.samples)} >= NODE_GAUGES
 
 
 def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
-    beans, kafka_cluster, silent_port, tmp_path
+    kafka_cluster, producer, silent_port, tmp_path
 ):
     topic = "collect-jmx-a"
     jmx = [
-        {"broker_id": 1, "address": beans["broker-1"]},
-        {"broker_id": 2, "address": beans["broker-2"]},
+        {"broker_id": 1, "address": kafka_cluster.nodes[1].jmx_address},
         {"broker_id": 3, "address": f"127.0.0.1:{free_port()}"},  # JMX port down
         {"broker_id": 4, "address": f"127.0.0.1:{silent_port}"},  # accepts, never answers
-    ]
+    ]  # a paused and a killed real node: tests/test_jmx_real.py
     doc = {
         "clusters": [
             {
                 "name": "test",
                 "bootstrap_servers": [kafka_cluster.bootstrap],
                 "jmx": jmx,
-                "producers": [{"client_id": "checkout", "jmx": beans["producer"]}],
+                "producers": [{"client_id": "checkout", "jmx": producer.jmx_address}],
             }
         ],
         "metrics_topic": {"name": topic},
-        "intervals": {"metrics_s": 8, "offsets_s": 5, "metadata_s": 5, "producers_s": 8},
+        # JMX scrapes give up after 24 s: a real node's scrape (some 700 RMI calls) took 1-2 s alone, but
+        # over 20 s with four query JVMs starting at once on this 2-core host while others' jobs loaded it
+        "intervals": {"metrics_s": 30, "offsets_s": 5, "metadata_s": 5, "producers_s": 30},
         "sinks": {"run_dir": str(tmp_path / "run"), "self_metrics_address": f"127.0.0.1:{free_port()}"},
     }
     config = tmp_path / "kobs.yaml"
@@ -271,22 +270,22 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
         capture_output=True,
         text=True,
         env=os.environ | {"PYTHONPATH": str(ROOT)},
-        timeout=60,
+        timeout=90,
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
-    assert elapsed < 30  # generous bound: the hung broker is cut off within its 8 s interval
+    assert elapsed < 60  # generous bound: the hung endpoint is cut off within its 30 s interval
     lines = {line.split()[0]: line for line in result.stdout.splitlines()[2:-1]}
-    assert lines["test/jmx/broker-1"].split()[1:3] == ["ok", str(len(EXPECTED_BROKER_1))]
-    assert lines["test/jmx/broker-2"].split()[1:3] == ["ok", "2"]
-    assert lines["test/producer/checkout"].split()[1:3] == ["ok", "9"]
+    broker_1 = lines["test/jmx/broker-1"].split()
+    assert broker_1[1] == "ok" and int(broker_1[2]) > 50, result.stdout
+    assert lines["test/producer/checkout"].split()[1:3] == ["ok", str(len(PRODUCER_CATALOGUE))]
     down = lines["test/jmx/broker-3"]
     assert "FAILED" in down and "connection-error x1" in down
     hung = lines["test/jmx/broker-4"]
     assert "FAILED" in hung and "timeout x1" in hung
     assert "dropped 0 (all delivered)" in result.stdout
 
-    # what broker 1 reported arrives on the metrics topic under its canonical names
+    # what node 1 reported arrives on the metrics topic under its canonical names
     consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap, "group.id": "collect-jmx-reader"})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
@@ -297,7 +296,8 @@ def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(
             if message is not None and not message.error():
                 batch = decode(message.value())
                 if batch.source == "jmx/broker-1":
-                    seen = _by_name(batch.samples)
+                    seen = batch.samples
     finally:
         consumer.close()
-    assert seen == EXPECTED_BROKER_1
+    assert seen is not None and len(seen) == int(broker_1[2])
+    assert {s.name for s in seen} >= NODE_GAUGES and all(s.labels["broker"] == "1" for s in seen)

@@ -133,6 +133,24 @@ def test_unclean_elections_from_counters_and_events_are_not_counted_twice():
     assert metrics(events_only)["kobs_unclean_leader_elections_total", ("z",)] == 1
 
 
+def test_unclean_elections_are_counted_from_the_active_controller_only():
+    """KRaft: every controller replays the metadata log, so each one's UncleanLeaderElectionsPerSec counts
+    the same election (seen on a real Kafka 4.3 cluster); only the active controller's increments count."""
+    analysis = ReplicationAnalysis()
+    for t, unclean in ((0, 0), (15, 1)):
+        analysis.observe(
+            [gauge(names.UNCLEAN_ELECTIONS, t, b, unclean) for b in (1, 2, 3)]
+            + [gauge(names.ACTIVE_CONTROLLER, t, b, int(b == 2)) for b in (1, 2, 3)]
+        )  # the counters come before the gauges in the batch: the gauge of the same scrape still decides
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 1
+    # Controller 3 takes over; its counter (which also counted the first election) goes on from there.
+    analysis.observe(
+        [gauge(names.UNCLEAN_ELECTIONS, 30, b, 2) for b in (1, 2, 3)]
+        + [gauge(names.ACTIVE_CONTROLLER, 30, b, int(b == 3)) for b in (1, 2, 3)]
+    )
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 2
+
+
 def test_isr_changes_by_kind_once_each_and_brokers_out_of_isr():
     analysis = ReplicationAnalysis()
     zookeeper = [
