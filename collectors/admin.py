@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from confluent_kafka.admin import AdminClient, TopicMetadata
 
@@ -35,17 +35,25 @@ def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: li
     return results
 
 
-_in_flight: dict[int, Future[dict[str, TopicMetadata]]] = {}  # per client: the metadata request out
+_in_flight: dict[int, Future[ClusterView]] = {}  # per client: the metadata request out
 _in_flight_lock = threading.Lock()
 
 
-def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
-    """Metadata (partitions: leader, replicas, ISR) of every non-internal topic, in one metadata request.
+class ClusterView(NamedTuple):
+    """One metadata answer: the non-internal topics (names starting with ``__`` are Kafka's own) and the
+    ids of the brokers the cluster lists (registered and, in KRaft, not fenced)."""
 
-    Names starting with ``__`` are Kafka's own. Raises KafkaException when the cluster does not answer. A
-    caller that asks while a request of the same client is out gets that request's answer (or exception):
-    the offsets and metadata sources of a cluster, due together, send one request of every partition.
-    The answer is shared: read it, do not change it.
+    topics: dict[str, TopicMetadata]
+    brokers: frozenset[int]
+
+
+def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
+    """Metadata of every topic and broker, in one metadata request.
+
+    Raises KafkaException when the cluster does not answer. A caller that asks while a request of the same
+    client is out gets that request's answer (or exception): the offsets and metadata sources of a
+    cluster, due together, send one request of every partition. The answer is shared: read it, do not
+    change it.
     """
     with _in_flight_lock:
         flight = _in_flight.get(id(admin))
@@ -55,14 +63,20 @@ def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
     if joined:
         return flight.result(timeout=timeout_s)
     try:
-        found = admin.list_topics(timeout=timeout_s).topics
-        flight.set_result({name: t for name, t in found.items() if not name.startswith("__")})
+        found = admin.list_topics(timeout=timeout_s)
+        topics = {name: t for name, t in found.topics.items() if not name.startswith("__")}
+        flight.set_result(ClusterView(topics, frozenset(found.brokers)))
     except BaseException as exc:
         flight.set_exception(exc)
     finally:
         with _in_flight_lock:
             del _in_flight[id(admin)]
     return flight.result()
+
+
+def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
+    """Metadata (partitions: leader, replicas, ISR) of every non-internal topic (:func:`cluster_view`)."""
+    return cluster_view(admin, timeout_s).topics
 
 
 def partitions(admin: AdminClient, timeout_s: float) -> dict[str, list[int]]:

@@ -6,8 +6,10 @@ per-partition replica/ISR counts and leader, and diffs the partition states agai
 into ``isr_change`` events (:mod:`collectors.isr`). Metadata carries no leader epochs, so these events carry
 ``leader_epoch`` -1. The first scrape only sets the baseline. Each topic's ``min.insync.replicas`` (its own
 or the broker default, from ``describe_configs`` in batches of ``CONFIGS_CHUNK`` topics) is a sample too; a
-topic whose config does not list it gets none. When ZooKeeper is the authority for partition state
-(``partition_state=False``; :mod:`collectors.zookeeper_isr`), min ISR is all this source reports.
+topic whose config does not list it gets none. Each broker the metadata lists (registered and, in KRaft,
+not fenced) is a ``kafka_broker_registered`` sample: the cluster's own word on which brokers are up. When
+ZooKeeper is the authority for partition state (``partition_state=False``;
+:mod:`collectors.zookeeper_isr`), the partition samples and events are left to it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicMetadata
 
-from collectors.admin import admin_client, topics, wait_all
+from collectors.admin import admin_client, cluster_view, wait_all
 from collectors.isr import PartitionKey, PartitionState, diff_states, partition_samples
 from collectors.source import Scrape, now_ms
 from common import names
@@ -70,19 +72,20 @@ class MetadataSource:
         ts, errors = now_ms(), []
         deadline = time.monotonic() + self.timeout_s
         try:
-            metadata = topics(self._admin, self.timeout_s)
+            metadata, brokers = cluster_view(self._admin, self.timeout_s)
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
         configs = self._request_configs(sorted(metadata))  # answered while the samples are built
         failed = {name for name, t in metadata.items() if t.error is not None}
         errors += [f"metadata: topic {name}: {metadata[name].error}" for name in sorted(failed)]
-        samples, events = [], []
+        samples = [Sample(names.BROKER_REGISTERED, {"broker": str(b)}, 1) for b in sorted(brokers)]
+        events = []
         if self.partition_state:
             states = partition_states({name: t for name, t in metadata.items() if name not in failed})
             events = [] if self._last is None else diff_states(self._last, states, ts)
             # keep the baseline of topics whose metadata failed, so that their next change is still seen
             self._last = states | {k: v for k, v in (self._last or {}).items() if k[0] in failed}
-            samples = partition_samples(states)
+            samples += partition_samples(states)
         described = wait_all(configs, deadline, "describe_configs", errors)
         samples += min_isr_samples({resource.name: config for resource, config in described.items()})
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples), tuple(events)), errors)

@@ -36,6 +36,7 @@ PARTITION_REPLICAS = "kafka_partition_replicas"
 PARTITION_ISR = "kafka_partition_in_sync_replicas"
 PARTITION_LEADER = "kafka_partition_leader"  # broker id; -1 when offline
 TOPIC_MIN_ISR = "kafka_topic_min_insync_replicas"  # label: topic
+BROKER_REGISTERED = "kafka_broker_registered"  # label: broker; 1 for each broker the metadata lists
 
 # Consumer groups; labels ``group`` (and ``topic``, ``partition`` for offsets, ``state`` for info).
 GROUP_COMMITTED_OFFSET = "kafka_consumergroup_committed_offset"

@@ -1,16 +1,19 @@
 """Replication health as an analysis: partition metadata, broker gauges, ISR events → topic and broker state.
 
-Pure (no Spark). Definitions (``../shared/KAFKA_NOTES.md``): a partition is *under-replicated* when its ISR
+Pure (no Spark). Definitions (Kafka's): a partition is *under-replicated* when its ISR
 is smaller than its replica set, *under min ISR* when its ISR is smaller than the topic's
 ``min.insync.replicas`` (Kafka's default 1 until the topic's value is seen), *offline* when it has no leader
 (-1). The partition counts come from the partition-state samples (the ZooKeeper source in ZooKeeper mode,
 the metadata source in KRaft mode); each state's time runs from the first scrape that saw it and resets when
 a scrape sees it end. A topic's ``..._seconds`` is its longest running state, 0 when none.
 
-Brokers: a broker is up while it reported a broker gauge within ``stale_after_s`` of the cluster's newest
-observation; its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and
-has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the brokers that are up, or,
-without those, the last ``controller_change`` event (1 unless it names no controller). Unclean elections:
+Brokers: a broker is up while the newest metadata scrape lists it (``kafka_broker_registered``: the
+cluster's own word), or, for a cluster without recent metadata (no Admin API access), while it reported a
+broker gauge within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX scrape fails
+is not down for that. Its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change
+events) and has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live brokers
+that reported within ``stale_after_s``, or, without any, the last ``controller_change`` event (1 unless it
+names no controller); with neither the count is unknown and not exported (not 0). Unclean elections:
 the larger of two counts of the same thing — increments of the active controller's ``UncleanLeaderElections``
 counter (a reset counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster
 seen both ways is not counted twice. Only the counter of a broker whose ``ActiveControllerCount`` reads 1
@@ -40,7 +43,9 @@ from spark_jobs.isr_ledger import IsrLedger
 log = logging.getLogger(__name__)
 
 PARTITION_INPUTS = (names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER)
-BROKER_INPUTS = (names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS)
+BROKER_INPUTS = (
+    names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS, names.BROKER_REGISTERED,
+)  # fmt: skip
 EVENTS = ("isr_change", "controller_change")
 STATES = ("under_replicated", "under_min_isr", "offline")
 DEFAULT_MIN_ISR = 1  # min.insync.replicas when the topic's value was not reported
@@ -81,7 +86,9 @@ class _Partition:
 class _Cluster:
     now_s: float = -math.inf
     metadata_s: float = -math.inf  # newest partition metadata scrape
-    broker_seen_s: dict[str, float] = field(default_factory=dict)
+    broker_seen_s: dict[str, float] = field(default_factory=dict)  # newest broker gauge (JMX, exporter)
+    registered: dict[str, float] = field(default_factory=dict)  # broker -> newest metadata listing it
+    registered_s: float = -math.inf  # newest metadata scrape that listed brokers
     isr_brokers: set[str] = field(default_factory=set)  # brokers named in ISR events
     controller_gauge: dict[str, float] = field(default_factory=dict)  # broker -> ActiveControllerCount
     controller_event: int | None = None  # controller id of the last controller_change event
@@ -165,6 +172,10 @@ class ReplicationAnalysis:
         broker = o.labels.get("broker")
         if broker is None:
             raise _Malformed
+        if o.name == names.BROKER_REGISTERED:
+            cluster.registered[broker] = max(cluster.registered.get(broker, t_s), t_s)
+            cluster.registered_s = max(cluster.registered_s, t_s)
+            return None
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
         if o.name == names.ACTIVE_CONTROLLER:
             cluster.controller_gauge[broker] = o.value
@@ -258,24 +269,39 @@ class ReplicationAnalysis:
     def _brokers(self, name: str, cluster: _Cluster, out: list) -> list[dict[str, Any]]:
         out_of_isr = Counter(str(broker) for c, broker, _, _ in self.ledger.out_of_isr() if c == name)
         rows = []
-        for broker in sorted(set(cluster.broker_seen_s) | cluster.isr_brokers, key=_broker_order):
+        known = set(cluster.broker_seen_s) | set(cluster.registered)
+        for broker in sorted(known | cluster.isr_brokers, key=_broker_order):
             row = _row(name, cluster.now_s, "broker", broker=broker)
             row["out_of_isr"] = out_of_isr[broker]
             out.append(Derived("kobs_broker_out_of_isr_partitions", (name, broker), row["out_of_isr"]))
-            if broker in cluster.broker_seen_s:
+            if broker in known:
                 row["up"] = self._up(cluster, broker)
                 out.append(Derived("kobs_broker_up", (name, broker), float(row["up"])))
             rows.append(row)
         return rows
 
     def _up(self, cluster: _Cluster, broker: str) -> bool:
-        return cluster.now_s - cluster.broker_seen_s[broker] <= self.stale_after_s
+        """Listed by the newest metadata scrape, while there are recent ones (the cluster's own word: a
+        broker whose JMX does not answer is not down for that); else its broker gauges are recent."""
+        if cluster.now_s - cluster.registered_s <= self.forget_after_s:
+            return cluster.registered.get(broker) == cluster.registered_s
+        return self._reported(cluster, broker)
+
+    def _reported(self, cluster: _Cluster, broker: str) -> bool:
+        """Its broker gauges (JMX, exporter) are recent."""
+        seen = cluster.broker_seen_s.get(broker)
+        return seen is not None and cluster.now_s - seen <= self.stale_after_s
 
     def _cluster(self, name: str, cluster: _Cluster, out: list) -> dict[str, Any]:
         row = _row(name, cluster.now_s, "cluster")
-        if cluster.controller_gauge:
-            up = [v for b, v in cluster.controller_gauge.items() if self._up(cluster, b)]
-            row["active_controllers"] = round(sum(up))
+        # the gauges of live brokers that reported lately; none (every JMX scrape failing): unknown, not 0
+        gauges = [
+            v
+            for b, v in cluster.controller_gauge.items()
+            if self._reported(cluster, b) and self._up(cluster, b)
+        ]
+        if gauges:
+            row["active_controllers"] = round(sum(gauges))
         elif cluster.controller_event is not None:
             row["active_controllers"] = int(cluster.controller_event >= 0)
         if row["active_controllers"] is not None:

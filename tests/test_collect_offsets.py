@@ -192,7 +192,9 @@ def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(ka
     admin.create_topics([topic], operation_timeout=10)["metadata-zk"].result(timeout=15)
     scrape = MetadataSource(cluster, partition_state=False).collect()
     assert scrape.errors == [] and scrape.batch.events == ()
-    assert {s.name for s in scrape.batch.samples} == {names.TOPIC_MIN_ISR}
+    assert {s.name for s in scrape.batch.samples} == {names.TOPIC_MIN_ISR, names.BROKER_REGISTERED}
+    registered = {s.labels["broker"] for s in scrape.batch.samples if s.name == names.BROKER_REGISTERED}
+    assert registered == {str(i) for i in kafka_cluster.nodes}  # every node of the cluster, as it says
     assert _values(scrape.batch.samples, names.TOPIC_MIN_ISR)[(("topic", "metadata-zk"),)] == 2
 
 

@@ -1,5 +1,5 @@
-"""Replication health against known answers: Kafka's definitions (KAFKA_NOTES.md) on hand-built scrapes,
-and the slow-follower scenario of the simulator."""
+"""Replication health against known answers: Kafka's definitions on hand-built scrapes, and the
+slow-follower scenario of the simulator."""
 
 from __future__ import annotations
 
@@ -104,6 +104,35 @@ def test_brokers_up_while_reporting_and_active_controllers_among_them():
     # A zombie: broker 2 also claims the controller.
     analysis.observe([gauge(names.ACTIVE_CONTROLLER, 75, 1, 1), gauge(names.ACTIVE_CONTROLLER, 75, 2, 1)])
     assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 2
+
+
+def registered(t_s, brokers, cluster="c") -> list[Observation]:
+    """One metadata scrape's broker list."""
+    return [
+        Observation(names.BROKER_REGISTERED, cluster, "admin/metadata", {"broker": str(b)}, t_s, 1, None)
+        for b in brokers
+    ]
+
+
+def test_the_clusters_broker_list_decides_who_is_up_not_a_failing_jmx_scrape():
+    analysis = ReplicationAnalysis(stale_after_s=45, forget_after_s=90)
+    analysis.observe(
+        [*registered(0, (1, 2, 3)), *(gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 1)) for b in (1, 2, 3))]
+    )
+    # From 0 s on every JMX scrape fails (an overloaded collector, a firewall): no broker gauges for 120 s,
+    # while the metadata keeps listing all three brokers. Nobody is down, and the controller count is
+    # unknown, not 0: neither may page.
+    analysis.observe([o for t in range(30, 121, 30) for o in registered(t, (1, 2, 3))])
+    m = metrics(analysis)
+    assert [m["kobs_broker_up", ("c", str(b))] for b in (1, 2, 3)] == [1, 1, 1]
+    assert ("kobs_cluster_active_controllers", ("c",)) not in m
+    # Broker 2 is fenced (killed, or hung past its session): the next metadata scrape no longer lists it.
+    analysis.observe(registered(150, (1, 3)))
+    m = metrics(analysis)
+    assert [m["kobs_broker_up", ("c", str(b))] for b in (1, 2, 3)] == [1, 0, 1]
+    # Its controller gauge, had it reported one late, does not count while it is not listed.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 151, b, 1) for b in (1, 2)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
 
 
 def test_without_broker_gauges_the_controller_event_counts():
