@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 
+from collectors.jmx import tune_query_jvms
 from collectors.publisher import Publisher, PublisherStats
 from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
@@ -36,6 +37,7 @@ GC_THRESHOLD = 20_000
 
 def run_collect(config: Config, once: bool) -> int:
     gc.set_threshold(GC_THRESHOLD)
+    tune_query_jvms()
     try:
         check_config_access(config)
         publisher = Publisher.from_config(config).start()
