@@ -95,7 +95,8 @@ class EmbeddedStack:
     run_dir: Path
     fleet: bool = True  # the simulated fleet beside the real cluster
     observers: bool = True  # Prometheus, Alertmanager, the pager and the app, which only read the pipeline
-    group_wait: str | None = None  # Alertmanager's grouping delay (default: the shipped routing's)
+    group_wait: str | None = None  # Alertmanager's grouping delays (default: the shipped routing's)
+    group_interval: str | None = None
     on_notification: Callable[[Notification], None] | None = None  # each page or ticket as it arrives
     processes: list[ManagedProcess] = field(default_factory=list)
     kafka: KafkaCluster | None = None
@@ -196,7 +197,7 @@ class EmbeddedStack:
     def _start_observers(self, sinks: dict, prometheus_port: int, progress: Callable[[str], None]) -> None:
         self.pager = Pager(self.on_notification).start()
         progress("starting Alertmanager (pages and tickets go to the demo's pager) ...")
-        routing = routed_to(self.pager.url, group_wait=self.group_wait)
+        routing = routed_to(self.pager.url, self.group_wait, self.group_interval)
         self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
         progress("starting Prometheus with the shipped alert rules ...")
         targets = {

@@ -164,7 +164,7 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
     """The demo's incidents on the real cluster with the shipped rules: each page arrives (the demo and
     ``docs/peers.md`` report how long after its cause; a test does not time it), names what Kafka's own
     tools show broken at that moment, and resolves once the broker is back."""
-    stack = EmbeddedStack(tmp_path / "stack", fleet=False, group_wait="1s")
+    stack = EmbeddedStack(tmp_path / "stack", fleet=False, group_wait="1s", group_interval="1s")
     lines: list[str] = []
     try:
         stack.start(progress=lambda _step: None)
@@ -194,6 +194,7 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         }  # fmt: skip
         assert player.repair_until_resolved(kill) is not None, "\n".join(lines)
         assert not kafka_tools.describe_topics(stack.kafka.bootstrap, "--unavailable-partitions")
+        assert _wait_for(lambda: stack.pager.pages("KafkaProducerBlocked", status="resolved"))
 
         # 2. A follower hangs: its partitions are under-replicated and it pages.
         _cause, paged_after = player.break_until_paged(pause)
@@ -207,6 +208,7 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         }
         assert paged_topics and paged_topics <= lagging_topics  # every paged topic is one Kafka calls so
         assert player.repair_until_resolved(pause) is not None, "\n".join(lines)
+        assert _wait_for(lambda: stack.pager.pages("KafkaUnderReplicatedPartitions", status="resolved"))
         assert _wait_for(
             lambda: not kafka_tools.describe_topics(stack.kafka.bootstrap, "--under-replicated-partitions"),
             timeout_s=60,
