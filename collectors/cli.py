@@ -5,13 +5,19 @@
 to the metrics topic's cluster and to every watched cluster: one that refuses the login or the TLS
 handshake (a wrong password, an untrusted certificate) is a configuration error, reported in one line
 with exit code 2; one that is down is an outage, ridden out as usual.
-The long-running mode serves the self-metrics on ``sinks.self_metrics_address``.
+The long-running mode serves the self-metrics on ``sinks.self_metrics_address``. It runs the collector in a
+child process and starts it again when it dies of a crash rather than an exit (librdkafka aborts the whole
+process on a failed internal assertion in some Admin API calls while a broker goes away: issue 4605 of
+librdkafka): after 5 s, doubling up to a minute. What the spool holds survives; a crash loses the few
+seconds of scrapes in memory. ``kobs_collector_restarts_total`` counts the restarts.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -24,6 +30,7 @@ from collectors.self_metrics import SelfMetrics
 from collectors.topic import TopicError
 from common.config import Config
 from common.kafka_clients import AccessError, check_config_access
+from common.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,51 @@ ERROR_WIDTH = 120
 GC_THRESHOLD = 20_000
 
 
+RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a crashed collector again, and the longest
+
+
 def run_collect(config: Config, once: bool) -> int:
+    return _collect(config, once=True) if once else supervise(config)
+
+
+def supervise(config: Config) -> int:
+    """Run the collector in a child process until SIGTERM or Ctrl-C, starting it again after a crash."""
+    stop, child = threading.Event(), None
+
+    def forward(signum: int, _frame: object) -> None:
+        stop.set()
+        if child is not None and child.pid:
+            os.kill(child.pid, signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no librdkafka state is inherited
+    restarts, wait_s = 0, RESTART_BACKOFF_S[0]
+    while True:
+        args = (config, restarts, logging.getLogger().level)
+        child = spawn.Process(target=_child, args=args, name="kobs-collector")
+        started_s = time.monotonic()
+        child.start()
+        child.join()
+        code = child.exitcode
+        if stop.is_set() or (code is not None and code >= 0):
+            return 0 if stop.is_set() else code
+        if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
+            wait_s = RESTART_BACKOFF_S[0]
+        cause = signal.Signals(-code).name if code is not None else "unknown"
+        log.error("the collector died (%s); starting it again in %.0f s", cause, wait_s)
+        if stop.wait(wait_s):
+            return 0
+        restarts, wait_s = restarts + 1, min(2 * wait_s, RESTART_BACKOFF_S[1])
+
+
+def _child(config: Config, restarts: int, level: int) -> None:
+    configure_logging(level <= logging.DEBUG)
+    sys.exit(_collect(config, False, restarts))
+
+
+def _collect(config: Config, once: bool, restarts: int = 0) -> int:
+    """The collector itself: one cycle (``once``), or until SIGTERM (in the supervisor's child)."""
     gc.set_threshold(GC_THRESHOLD)
     tune_query_jvms()
     try:
@@ -45,7 +96,7 @@ def run_collect(config: Config, once: bool) -> int:
         print(f"kobs collect: {exc}", file=sys.stderr)
         return 2
     jobs = build_jobs(config)
-    metrics = SelfMetrics(publisher, [job.label for job in jobs])
+    metrics = SelfMetrics(publisher, [job.label for job in jobs], restarts)
     scheduler = Scheduler(jobs, publisher, metrics)
     stop = threading.Event()
     if once:

@@ -22,6 +22,7 @@ from confluent_kafka import (
     OFFSET_END,
     Consumer,
     ConsumerGroupTopicPartitions,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -37,6 +38,12 @@ from common.kafka_clients import cluster_settings
 SOURCE = "admin/offsets"
 LOG_OFFSETS_CHUNK = 200  # partitions per offsets_for_times call: its CPU cost grows faster than linearly
 PARALLEL_CALLS = 3  # offsets_for_times calls in flight, each on its own consumer (plus the group requests)
+RETRY_PAUSE_S = 0.2  # before asking again for partitions whose leader moved
+# Per-partition errors of a leader that moved since the client's metadata: asked again once.
+MOVED = frozenset(
+    (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+     KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,9 +104,29 @@ class OffsetsSource:
         of each call are made while the later ones are out."""
 
         def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
-            request = [TopicPartition(t, p, spec) for t, p in chunk]
+            """One call, and once more for the partitions whose leader moved since the client's metadata
+            (right after a topic is created, or a broker went away: :data:`MOVED`), time allowing."""
             consumer = self._consumers[i % PARALLEL_CALLS]
-            return consumer.offsets_for_times(request, timeout=max(0.0, deadline - time.monotonic()))
+            pending = [TopicPartition(t, p, spec) for t, p in chunk]
+            answers: dict[tuple[str, int], TopicPartition] = {}
+            for attempt in range(2):
+                if attempt:
+                    if not pending or deadline - time.monotonic() < RETRY_PAUSE_S:
+                        break
+                    time.sleep(RETRY_PAUSE_S)
+                try:
+                    found = consumer.offsets_for_times(pending, timeout=max(0.0, deadline - time.monotonic()))
+                except KafkaException as exc:  # the whole call: every partition is still pending
+                    if attempt or exc.args[0].code() not in MOVED or deadline - time.monotonic() < 1:
+                        raise
+                    continue
+                answers.update({(tp.topic, tp.partition): tp for tp in found})
+                pending = [
+                    TopicPartition(tp.topic, tp.partition, spec)
+                    for tp in found
+                    if tp.error is not None and tp.error.code() in MOVED
+                ]
+            return list(answers.values())
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
         chunks = [tps[i : i + LOG_OFFSETS_CHUNK] for i in range(0, len(tps), LOG_OFFSETS_CHUNK)]

@@ -40,8 +40,14 @@ class _PublisherCollector(Collector):
 
 
 class SelfMetrics:
-    def __init__(self, publisher: Publisher, sources: list[str]):
+    def __init__(self, publisher: Publisher, sources: list[str], restarts: int = 0):
+        """``restarts``: how often the supervisor of ``kobs collect`` started the collector again."""
         self.registry = CollectorRegistry()
+        Counter(
+            "kobs_collector_restarts",
+            "Times the collector died (a crash in a native client library) and was started again.",
+            registry=self.registry,
+        ).inc(restarts)
         self.duration = Histogram(
             "kobs_collector_scrape_duration_seconds",
             "Wall time of one scrape of a source.",

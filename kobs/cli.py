@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from app import serve as app_cli
 from app.capacity import cli as whatif_cli
 from bench import cli as bench_cli
 from common.config import ConfigError, load_config
+from common.logs import configure_logging
 from dashboards import cli as dashboards_cli
 from simulator import cli as simulator_cli
 from spark_jobs import cli as stream_cli
@@ -27,13 +27,7 @@ CONFIG_HELP = (
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for chatty in ("kazoo.client", "py4j"):  # connection chatter, not news
-        logging.getLogger(chatty).setLevel(logging.WARNING)
-    logging.getLogger("jmxquery").setLevel(logging.CRITICAL)  # the JMX source reports its failures itself
+    configure_logging(args.verbose)
     try:
         return args.run(args)
     except ConfigError as exc:

@@ -28,6 +28,7 @@ class PipelineHealth:
     dead_letters: int = 0
     last_seen_s: dict[tuple[str, str], float] = field(default_factory=dict)
     last_batch: tuple[float, float, float] | None = None  # (completed at, duration, lag) in seconds
+    query_restarts: int = 0  # times the query failed and was started again from its checkpoint
 
     def record(self, stats: BatchStats, started_s: float, finished_s: float) -> None:
         """Count one micro-batch that ran from ``started_s`` to ``finished_s`` (wall clock)."""
@@ -46,6 +47,7 @@ class PipelineHealth:
         derived = [
             Derived("kobs_pipeline_input_records_total", query, self.input_records),
             Derived("kobs_pipeline_dead_letters_total", query, self.dead_letters),
+            Derived("kobs_pipeline_query_restarts_total", query, self.query_restarts),
             *(Derived("kobs_pipeline_series_dropped", (*query, b), n) for b, n in series_dropped.items()),
             *(Derived("kobs_source_last_seen_timestamp_seconds", s, t) for s, t in seen),
         ]

@@ -9,13 +9,16 @@ events to the analyses (``spark_jobs.pipeline``) and writes the dead letters col
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.registry import Collector
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -32,6 +35,7 @@ from spark_jobs.producers import ProducerAnalysis
 from spark_jobs.replication import ReplicationAnalysis
 from spark_jobs.throughput import ThroughputAnalysis
 
+log = logging.getLogger(__name__)
 QUERY = "stream"
 
 
@@ -142,21 +146,48 @@ def exporter(address: str, *collectors: Collector) -> Iterator[None]:
         thread.join()
 
 
+RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a failed query again, and the longest
+
+
 def run_stream(config: Config, master: str, trigger_s: float | None, available_now: bool) -> int:
-    """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way."""
+    """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way.
+
+    A query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
+    started again from its checkpoint after a wait that doubles up to a minute, the exporter serving the
+    last state meanwhile; ``kobs_pipeline_query_restarts_total`` counts the restarts. With
+    ``available_now`` a failure ends the run with exit code 1.
+    """
     tune_gc()
     jobs = pipeline(config)
     spark = spark_session(master)
+    wait_s = RESTART_BACKOFF_S[0]
     try:
         with exporter(
             config.sinks.exporter_address, DerivedCollector(jobs, ExpositionPolicy.from_config(config))
         ):
             print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
-            query = start_query(spark, config, jobs, trigger_s, available_now)
-            try:
-                query.awaitTermination()
-            finally:
-                query.stop()
+            while True:
+                query = start_query(spark, config, jobs, trigger_s, available_now)
+                started_s = time.monotonic()
+                try:
+                    query.awaitTermination()
+                    return 0
+                except StreamingQueryException as exc:
+                    if available_now:
+                        print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
+                        return 1
+                    if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
+                        wait_s = RESTART_BACKOFF_S[0]
+                    log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
+                finally:
+                    query.stop()
+                jobs.health.query_restarts += 1
+                time.sleep(wait_s)
+                wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
     finally:
         spark.stop()
-    return 0
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

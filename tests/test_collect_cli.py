@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -164,7 +165,7 @@ def test_long_running_mode_serves_growing_self_metrics_and_stops_on_sigterm(
 ):
     config = _config(tmp_path, kafka_cluster.bootstrap, "collect-cli-d", zookeeper=zookeeper.connect)
     doc = yaml.safe_load(config.read_text())
-    doc["intervals"] = dict.fromkeys(doc["intervals"], 1)
+    doc["intervals"] = dict.fromkeys(doc["intervals"], 3)  # each source gives up at 2.4 s
     config.write_text(yaml.safe_dump(doc))
     url = f"http://{doc['sinks']['self_metrics_address']}/metrics"
     scrapes, zk_scrapes = (
@@ -191,6 +192,20 @@ def test_long_running_mode_serves_growing_self_metrics_and_stops_on_sigterm(
         assert later[zk_scrapes] >= 1
         errors = [labels for name, labels in later if name == "kobs_collector_scrape_errors_total"]
         assert errors == []  # every source, ZooKeeper included, scraped cleanly
+        assert later["kobs_collector_restarts_total", ()] == 0
+
+        # The collector aborts, as librdkafka makes it on a failed assertion: the supervisor starts it again.
+        collector = ["pgrep", "-P", str(process.pid), "-f", "spawn_main"]  # not the resource tracker
+        (child,) = subprocess.run(collector, capture_output=True, text=True).stdout.split()
+        os.kill(int(child), signal.SIGABRT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):  # down until the new collector serves again
+                if scrape(url)["kobs_collector_restarts_total", ()] == 1:
+                    break
+            time.sleep(0.5)
+        assert scrape(url)["kobs_collector_restarts_total", ()] == 1, log.read_text()
+        assert "the collector died (SIGABRT); starting it again in 5 s" in log.read_text()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log.read_text()
     finally:
