@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
@@ -81,12 +82,22 @@ def supervise(config: Config) -> int:
 
 
 def _child(config: Config, restarts: int, level: int) -> None:
+    """The supervisor's child: collects until SIGTERM, or until the supervisor is gone (killed with
+    SIGKILL, it cannot pass a stop on; an orphaned collector would scrape on unseen)."""
     configure_logging(level <= logging.DEBUG)
-    sys.exit(_collect(config, False, restarts))
+    stop = threading.Event()
+
+    def stop_with_parent() -> None:
+        multiprocessing.connection.wait([multiprocessing.parent_process().sentinel])
+        log.warning("the supervisor is gone: stopping")
+        stop.set()
+
+    threading.Thread(target=stop_with_parent, name="parent-watch", daemon=True).start()
+    sys.exit(_collect(config, False, restarts, stop))
 
 
-def _collect(config: Config, once: bool, restarts: int = 0) -> int:
-    """The collector itself: one cycle (``once``), or until SIGTERM (in the supervisor's child)."""
+def _collect(config: Config, once: bool, restarts: int = 0, stop: threading.Event | None = None) -> int:
+    """The collector itself: one cycle (``once``), or until SIGTERM or ``stop`` (the supervisor's child)."""
     gc.set_threshold(GC_THRESHOLD)
     tune_query_jvms()
     try:
@@ -98,7 +109,7 @@ def _collect(config: Config, once: bool, restarts: int = 0) -> int:
     jobs = build_jobs(config)
     metrics = SelfMetrics(publisher, [job.label for job in jobs], restarts)
     scheduler = Scheduler(jobs, publisher, metrics)
-    stop = threading.Event()
+    stop = stop or threading.Event()
     if once:
         started = time.monotonic()
         scheduler.run(stop, once=True)
