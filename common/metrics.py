@@ -227,6 +227,12 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "Records that failed validation (dead letters).",
     ),
     _m(
+        "kobs_pipeline_query_restarts_total",
+        "counter",
+        "query",
+        "Times the streaming query failed and kobs stream started it again from its checkpoint.",
+    ),
+    _m(
         "kobs_pipeline_series_dropped",
         "gauge",
         "query bound",
@@ -286,6 +292,12 @@ COLLECTOR_METRICS: tuple[Metric, ...] = (
         "counter",
         "outcome",
         "Samples plus events by what became of them: sent, spooled, replayed or dropped.",
+    ),
+    _m(
+        "kobs_collector_restarts_total",
+        "counter",
+        "",
+        "Times the collector died of a crash and kobs collect started it again.",
     ),
 )
 

@@ -344,6 +344,11 @@ PIPELINE = DashboardSpec(
                     f"sum by (query) (increase({sel('kobs_pipeline_dead_letters_total', 'query')}[15m]))",
                     legend="{{query}}",
                 ),
+                Panel(
+                    "Query restarts (last hour)",
+                    f"sum by (query) (increase({sel('kobs_pipeline_query_restarts_total', 'query')}[1h]))",
+                    legend="{{query}}",
+                ),
             ),
         ),
         (
@@ -390,6 +395,11 @@ PIPELINE = DashboardSpec(
                     "Spool bytes",
                     by("instance", "max", "kobs_collector_spool_bytes"),
                     unit="bytes",
+                    legend="{{instance}}",
+                ),
+                Panel(
+                    "Collector restarts after a crash (last hour)",
+                    "sum by (instance) (increase(kobs_collector_restarts_total[1h]))",
                     legend="{{instance}}",
                 ),
             ),

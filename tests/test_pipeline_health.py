@@ -45,6 +45,7 @@ def test_before_any_batch_only_the_counters_exist_at_zero():
     assert got == {
         ("kobs_pipeline_input_records_total", ("stream",)): 0,
         ("kobs_pipeline_dead_letters_total", ("stream",)): 0,
+        ("kobs_pipeline_query_restarts_total", ("stream",)): 0,
         ("kobs_pipeline_series_dropped", ("stream", "partitions_per_group")): 0,
         ("kobs_pipeline_series_dropped", ("stream", "max_series")): 0,
     }
