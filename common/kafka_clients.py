@@ -134,15 +134,15 @@ def check_access(settings: Mapping[str, Any], where: str, timeout_s: float = 5.0
 
 
 def check_config_access(config: Config, timeout_s: float = 5.0) -> None:
-    """:func:`check_access` of the metrics topic and of every cluster at once (each distinct set of
-    settings once); the first refusal, in configuration order, is raised."""
+    """:func:`check_access` of the metrics topic and of every cluster with Admin API access at once (each
+    distinct set of settings once); the first refusal, in configuration order, is raised."""
     checks: dict[str, tuple[str, dict[str, Any]]] = {}
     for where, settings in [
         (
             "metrics_topic",
             client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic"),
         ),
-        *((f"clusters[{c.name}]", cluster_settings(c)) for c in config.clusters),
+        *((f"clusters[{c.name}]", cluster_settings(c)) for c in config.clusters if c.bootstrap_servers),
     ]:
         checks.setdefault(repr(sorted(settings.items())), (where, settings))
     with ThreadPoolExecutor(len(checks), thread_name_prefix="kobs-access") as pool:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from datetime import datetime
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from kobs.incidents import Player
 from peers.pager import Notification
+from peers.process import PeerError
 from peers.stack import EmbeddedStack
 
 
@@ -40,7 +42,7 @@ def run_demo(
         print(f"[pager] {describe_notification(notification)}", flush=True)
 
     stack = EmbeddedStack(run_dir.resolve(), fleet=fleet, on_notification=show)
-    player = None
+    player, code = None, 0
     try:
         stack.start(progress=lambda step: print(f"  {step}", flush=True))
         print("\nKafka Observatory demo is running:", flush=True)
@@ -57,10 +59,13 @@ def run_demo(
             time.sleep(duration_s if duration_s is not None else float("inf"))
     except KeyboardInterrupt:
         print("\nstopping ...", flush=True)
+    except PeerError as exc:  # a server that would not start: its log's tail says why
+        print(f"kobs demo: {exc}", file=sys.stderr, flush=True)
+        code = 1
     finally:
         if player:
             player.stopped.set()
             playing.join(timeout=120)  # a repair under way (a broker restarting) finishes first
         stack.stop()
     print("demo stopped; everything it started has exited.", flush=True)
-    return 0
+    return code
