@@ -4,7 +4,7 @@
   factor 3), real traffic on ``demo-orders`` (a producer, a consumer group that keeps up, one that lags,
   real commits) and ``web-frontend``, Kafka's own Java producer writing keyed records to ``orders``
   (6 partitions, replication factor 1: the incident topic), its JMX open to the producers source;
-- **a simulated fleet** ``simulated-fleet`` (optional): the simulator's 30 brokers and 10,000 partitions
+- **a simulated fleet** ``simulated-fleet`` (optional): the simulator's 30 brokers and 3,000 partitions
   behind their JMX-exporter endpoints, with znodes in an embedded ZooKeeper — a second, separately named
   cluster, never the real cluster's brokers;
 - Alertmanager with the shipped routing pointed at the stack's :class:`~peers.pager.Pager`, Prometheus
@@ -152,7 +152,7 @@ class EmbeddedStack:
         if self.fleet:
             progress("starting ZooKeeper for the simulated fleet ...")
             zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
-            progress("starting the simulated fleet (30 brokers, 10,000 partitions) ...")
+            progress("starting the simulated fleet (30 brokers, 3,000 partitions) ...")
             self.simulation = Runtime(Simulation(load_scenario("fleet")), zookeeper=zookeeper.connect)
             self.simulation.start()
             clusters.append(
