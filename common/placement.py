@@ -1,5 +1,5 @@
 """Where Kafka puts things: replica placement, range assignment of partitions to consumers, the group
-coordinator. Each follows Kafka's own algorithm as described in ``../shared/KAFKA_NOTES.md``."""
+coordinator. Each follows Kafka's own algorithm as ``docs/kafka-behaviour.md`` describes it."""
 
 from __future__ import annotations
 

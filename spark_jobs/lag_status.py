@@ -1,7 +1,7 @@
 """Consumer-lag rules as pure functions: Burrow-compatible status, lag in seconds, catch-up ETA, data loss.
 
 No Spark here: the streaming job (``spark_jobs/lag.py``) only gathers the inputs per partition and calls
-these. The status rules follow LinkedIn Burrow's evaluator (see ``KAFKA_NOTES.md``), evaluated over a
+these. The status rules follow LinkedIn Burrow's evaluator (see ``docs/kafka-behaviour.md``), evaluated over a
 window of recent commits of one group on one partition:
 
 1. current lag 0 → ``OK`` (the consumer is caught up now, whatever the history says);

@@ -1,4 +1,5 @@
-"""The throughput model against LinkedIn's published 2014 figures (KAFKA_NOTES.md) and first principles."""
+"""The throughput model against LinkedIn's published 2014 figures (docs/kafka-behaviour.md) and first
+principles."""
 
 from __future__ import annotations
 

@@ -119,7 +119,8 @@ def test_placement_follows_kafkas_worked_example():
 def test_group_sizing_shows_idle_members_and_the_coordinator_partition():
     at = run(consumers=8)
     assert markdown_after(at, "**Idle members**").startswith("**Idle members** — consumer-6, consumer-7")
-    assert "partition **30**" in markdown_after(at, "**Coordinator**")  # test_group_1 -> 30 (KAFKA_NOTES)
+    # test_group_1 -> 30 (docs/kafka-behaviour.md)
+    assert "partition **30**" in markdown_after(at, "**Coordinator**")
 
 
 def test_quota_follows_ckafkas_rules_and_refuses_a_malformed_broker():

@@ -1,4 +1,4 @@
-"""CKafka's per-broker quota allocation, case by case from its rules in KAFKA_NOTES.md."""
+"""CKafka's per-broker quota allocation, case by case from its rules in docs/kafka-behaviour.md."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ BURROW_CASES = [
      [5700], 200, 600, "OK", "case 0 with commits of unknown lag in between: they do not change the answer"),
 ]
 
-# Burrow's table never ends in WARN; these follow the rule text in KAFKA_NOTES.md.
+# Burrow's table never ends in WARN; these follow the rule text in docs/kafka-behaviour.md.
 # (commits, recent end offsets, current lag, now in seconds, expected status, why)
 RULE_CASES = [
     (GROWING, [5250], 250, 600, "WARN",

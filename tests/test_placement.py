@@ -70,6 +70,6 @@ def test_java_string_hash_matches_java():
 
 
 def test_coordinator_partition():
-    assert coordinator_partition("test_group_1") == 30  # KAFKA_NOTES.md
+    assert coordinator_partition("test_group_1") == 30  # docs/kafka-behaviour.md
     assert coordinator_partition("polygenelubricants") == 0  # Utils.abs(Integer.MIN_VALUE) is 0
     assert coordinator_partition("hello", 7) == 99162322 % 7

@@ -1,4 +1,4 @@
-"""Blocked producers, pure: the replication-factor-1 incident of KAFKA_NOTES.md (time to block =
+"""Blocked producers, pure: the replication-factor-1 incident of docs/kafka-behaviour.md (time to block =
 buffer.memory / bytes per second aimed at the lost partitions), acks=all under min ISR, client signals."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def metrics_of(analysis: ProducerAnalysis) -> dict[tuple, float]:
 
 
 def test_the_formula_of_the_rf1_incident():
-    # 33554432 / (5 x 1000 x 1024) = 6.55 s, as the scenario's description and KAFKA_NOTES.md say
+    # 33554432 / (5 x 1000 x 1024) = 6.55 s, as the scenario's description and docs/kafka-behaviour.md say
     assert time_to_block(32 * MIB, 5 * PER_PARTITION) == pytest.approx(6.5536)
     assert time_to_block(32 * MIB, 0) == math.inf
     assert time_to_block(32 * MIB, -1e6) == math.inf  # draining

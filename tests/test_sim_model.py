@@ -1,4 +1,4 @@
-"""The simulator's model against Kafka's documented behaviour (KAFKA_NOTES.md), computed by hand."""
+"""The simulator's model against Kafka's documented behaviour (docs/kafka-behaviour.md), computed by hand."""
 
 from __future__ import annotations
 
