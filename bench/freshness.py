@@ -1,9 +1,10 @@
 """``kobs bench freshness``: in the demo, how long after a collector's sample time its data is visible on the
 derived exporter of ``kobs stream``, against the part of that before Spark.
 
-It starts the demo's embedded stack (``peers.stack.EmbeddedStack``: tansu with real traffic, ZooKeeper, the
-simulated rf1-incident cluster in real time, ``kobs collect`` and ``kobs stream`` with their defaults)
-without the parts that only read the exporter (Prometheus, Alertmanager, the app). Once the first
+It starts the demo's embedded stack (``peers.stack.EmbeddedStack``: the real three-node Kafka cluster with
+real traffic and Kafka's Java producer, the simulated fleet in real time with its ZooKeeper, ``kobs collect``
+and ``kobs stream`` with their defaults) without the parts that only read the exporter (Prometheus,
+Alertmanager, the app), and without incidents. Once the first
 micro-batch is done (Spark's warm-up is left out), for ``--seconds`` it
 - polls the derived exporter every ``POLL_S`` for ``kobs_source_last_seen_timestamp_seconds{cluster,
   source}``, which the pipeline sets in the same ``Pipeline.feed`` as the analyses' metrics, just after
@@ -54,6 +55,7 @@ from collectors.offsets import SOURCE as OFFSETS
 from common.config import Config
 from common.contract import ContractError, parse
 from common.kafka_clients import client_settings
+from peers import jvm
 from peers.stack import EmbeddedStack
 
 HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
@@ -243,9 +245,10 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
 def _print_settings(config: Config, started_s: float) -> None:
     intervals, batch = config.intervals, config.metrics_topic.max_records_per_batch
     print(
-        f"demo stack (tansu with real traffic, ZooKeeper, simulated rf1-incident cluster in real time, "
-        f"kobs collect, kobs stream on local[2]; not started: Prometheus, Alertmanager and the app, which "
-        f"only read the exporter) started in {started_s:.1f} s\n"
+        f"demo stack (three Kafka {jvm.version('kafka')} nodes with real traffic and a Java producer, "
+        f"the simulated fleet in real time with ZooKeeper, kobs collect, kobs stream on local[2]; not "
+        f"started: Prometheus, Alertmanager and the app, which only read the exporter) started in "
+        f"{started_s:.1f} s\n"
         f"kobs stream trigger: its default, each micro-batch as soon as the previous one ends (no "
         f"--trigger-seconds), records per batch: {batch or 'unlimited'}\n"
         f"collector intervals: metrics {intervals.metrics_s:g} s, offsets {intervals.offsets_s:g} s, "

@@ -59,6 +59,8 @@ public class KeyedProducer {
                 sent++;
             } catch (TimeoutException e) {  // the buffer stayed full for max.block.ms
                 timeouts++;
+            } catch (IllegalStateException e) {  // closed by the shutdown hook: the process is ending
+                return;
             }
             slowestNs = Math.max(slowestNs, System.nanoTime() - before);
             if (System.nanoTime() >= nextReport) {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,25 @@ MAIN_CLASSES = {
 
 # Admin client settings of the tools' --command-config: a request to a hung broker fails in 5 s, not 30 s.
 ADMIN_TIMEOUTS = "request.timeout.ms=5000\ndefault.api.timeout.ms=15000\n"
+# A tool whose request timed out runs again for up to this long: after a KRaft controller hangs, a broker's
+# channel for forwarded requests (listPartitionReassignments, which kafka-topics --describe sends) keeps
+# waiting on it (47 s seen here) before it turns to the new controller; until then those requests time out.
+RETRY_S = 90.0
+TIMED_OUT = "org.apache.kafka.common.errors.TimeoutException"
 
 
 def run_tool(tool: str, *args: str, profile: str = "kafka", timeout_s: float = 120) -> str:
     """Run one of Kafka's tools and return what it printed; PeerError with its output if it fails."""
+    deadline = time.monotonic() + RETRY_S
+    while True:
+        try:
+            return _run_once(tool, args, profile, timeout_s)
+        except PeerError as exc:
+            if TIMED_OUT not in str(exc) or time.monotonic() > deadline:
+                raise
+
+
+def _run_once(tool: str, args: tuple[str, ...], profile: str, timeout_s: float) -> str:
     argv = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(profile)]
     argv += [MAIN_CLASSES[tool], *args]
     with tempfile.NamedTemporaryFile("w", suffix=".properties") as admin_config:

@@ -20,9 +20,9 @@ from spark_jobs.stream import exporter, pipeline, start_query
 
 
 def produce(bootstrap: str, topic: str, batches: list[Batch | bytes]) -> None:
-    """One record per Kafka batch (tansu reports the end offset as the last batch's first offset + 1).
-    Raw bytes stand for a record that fails the contract; it gets the key of the first batch."""
-    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    """Produce each contract batch as one record, keyed by its batch key. Raw bytes stand for a record that
+    fails the contract; it gets the key of the first batch."""
+    producer = Producer({"bootstrap.servers": bootstrap})
     key = next(b.key for b in batches if isinstance(b, Batch))
     for batch in batches:
         value, batch_key = (batch, key) if isinstance(batch, bytes) else (encode(batch), batch.key)

@@ -1,4 +1,4 @@
-"""Throughput versus stored data and blocked producers end to end: contract batches on the real tansu broker
+"""Throughput versus stored data and blocked producers end to end: contract batches on the real Kafka cluster
 → local Spark → exporter and Parquet history."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Kafka streaming source end to end: real tansu broker, real local Spark session."""
+"""The Kafka streaming source end to end: the real Kafka cluster, a real local Spark session."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def create_topic(broker, partitions: int, name: str | None = None) -> str:
 
 
 def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
-    """One record per batch (tansu reports the end offset as the last batch's first offset + 1)."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+    """Each value as one record on the given partition."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
     for partition, value in records:
         producer.produce(topic, value, partition=partition)
     assert producer.flush(10) == 0

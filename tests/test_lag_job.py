@@ -1,4 +1,4 @@
-"""The lag job end to end: contract batches on the real tansu broker → local Spark → exporter and history."""
+"""The lag job end to end: contract batches on the real Kafka cluster → local Spark → exporter and history."""
 
 from __future__ import annotations
 

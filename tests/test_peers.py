@@ -116,7 +116,8 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
                 break
         output = "".join(lines)
         pids = [int(part.split(")")[0]) for part in output.split("(pid ")[1:]]
-        assert len(pids) == 7 and all(pid_alive(pid) for pid in pids), output
+        # three Kafka nodes, the Java producer, ZooKeeper, Alertmanager, Prometheus, collect, app, stream
+        assert len(pids) == 10 and all(pid_alive(pid) for pid in pids), output
         assert str(tmp_path) in output
         prometheus_url = next(line.split()[-1] for line in lines if line.strip().startswith("prometheus ("))
         rules = http_json(f"{prometheus_url}/api/v1/rules")["data"]["groups"]
@@ -124,8 +125,8 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
             rule["name"] for group in rules for rule in group["rules"] if rule["type"] == "alerting"
         }
         assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
-        # The simulated cluster answers in the JMX exporter's format, and Prometheus is told to scrape it.
-        broker_url = next(line.split()[-1] for line in lines if "simulated broker-0" in line)
+        # The simulated fleet answers in the JMX exporter's format, and Prometheus is told to scrape it.
+        broker_url = next(line.split()[-3] for line in lines if "simulated fleet:" in line)
         with urllib.request.urlopen(broker_url, timeout=10) as response:
             assert b"kafka_server_replicamanager_underreplicatedpartitions" in response.read()
         scraped, deadline = set(), time.monotonic() + 20
@@ -134,7 +135,8 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
             targets = http_json(f"{prometheus_url}/api/v1/targets")["data"]["activeTargets"]
             scraped = {t["scrapeUrl"]: t["labels"] for t in targets if t["scrapePool"] == "simulated-kafka"}
         assert broker_url in scraped
-        assert scraped[broker_url]["cluster"] == "demo"  # rules on raw broker metrics group by cluster
+        # rules on raw broker metrics group by cluster: the fleet never mixes with the real cluster "demo"
+        assert scraped[broker_url]["cluster"] == "simulated-fleet"
         # The demo's app shows live data within a minute: the collector's scrapes, through Prometheus.
         app_url = next(line.split()[-1] for line in lines if line.strip().startswith("kobs-app ("))
         with browser_page() as page:

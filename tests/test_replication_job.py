@@ -1,5 +1,5 @@
-"""Replication health and flapping ISR end to end: a scripted incident as contract batches on the real tansu
-broker → local Spark → the derived exporter and the Parquet history."""
+"""Replication health and flapping ISR end to end: a scripted incident as contract batches on the real Kafka
+cluster → local Spark → the derived exporter and the Parquet history."""
 
 from __future__ import annotations
 
