@@ -33,6 +33,10 @@ import orjson
 
 SCHEMA_VERSION = 1
 MAX_ITEMS_PER_RECORD = 5000  # keeps a record well under Kafka's default 1 MB message.max.bytes
+# The latest time a record or event may carry: 9999-12-31T23:59:59.999Z. Readers keep times in
+# microseconds as 64-bit integers (Spark's timestamps), which holds up to the year 294,247; a later time is
+# a broken clock or a bad producer, refused here so it cannot fail the pipeline downstream.
+MAX_TS_MS = 253_402_300_799_999
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
@@ -242,8 +246,8 @@ def _validate(doc: Any) -> None:
     for name in ("cluster", "source"):
         if not isinstance(doc.get(name), str) or not doc[name]:
             raise ContractError(f"{name}: missing or not a non-empty string")
-    if not _is_int(doc.get("ts")) or doc["ts"] < 0:
-        raise ContractError("ts: missing or not a non-negative integer (epoch milliseconds)")
+    if not _is_int(doc.get("ts")) or not 0 <= doc["ts"] <= MAX_TS_MS:
+        raise ContractError(f"ts: missing or not epoch milliseconds between 0 and {MAX_TS_MS} (year 9999)")
     samples = doc.get("samples", [])
     if not isinstance(samples, list):
         raise ContractError("samples: not a list")
@@ -291,8 +295,8 @@ def _validate_event(i: int, event: Any) -> None:
         raise ContractError(f"{where}: not an object")
     if not isinstance(event.get("type"), str) or not event["type"]:
         raise ContractError(f"{where}: type missing or not a string")
-    if not _is_int(event.get("ts")) or event["ts"] < 0:
-        raise ContractError(f"{where}: ts missing or not a non-negative integer")
+    if not _is_int(event.get("ts")) or not 0 <= event["ts"] <= MAX_TS_MS:
+        raise ContractError(f"{where}: ts missing or not epoch milliseconds between 0 and {MAX_TS_MS}")
     for name, types in EVENT_FIELDS.get(event["type"], {}).items():
         value = event.get(name)
         if not isinstance(value, types) or (types == (int,) and not _is_int(value)):

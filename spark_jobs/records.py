@@ -16,7 +16,7 @@ keys and values rather than from a Python object per row.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Sequence
 
 import pyarrow as pa
 
@@ -25,18 +25,45 @@ from common.contract import NON_FINITE, ContractError, parse
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
 PER_RECORD = ("cluster", "source", "topic", "partition", "offset", "dead_letter", "raw")
 RECORD = ""  # the name of each record's own row; no sample or event name can be empty
+# What building the columns raises on a value they cannot hold (an overflow, a type Arrow refuses).
+UNCONVERTIBLE = (pa.ArrowException, OverflowError, ValueError, TypeError)
 
 
 def to_record_batch(
-    records: Iterable[Record], topic: str, schema: pa.Schema, names: Collection[str] | None = None
+    records: Sequence[Record], topic: str, schema: pa.Schema, names: Collection[str] | None = None
 ) -> pa.RecordBatch:
     """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``). With
     ``names``, only the samples and events so named become rows (besides every record's own row and every
-    dead letter)."""
+    dead letter). A record the contract accepts but the columns cannot hold becomes a dead letter too, so
+    one record can never fail its batch (and, retried, every batch after it)."""
+    try:
+        return _record_batch(records, topic, schema, names)
+    except UNCONVERTIBLE:
+        return pa.concat_batches([_alone(record, topic, schema, names) for record in records])
+
+
+def _alone(record: Record, topic: str, schema: pa.Schema, names: Collection[str] | None) -> pa.RecordBatch:
+    try:
+        return _record_batch([record], topic, schema, names)
+    except UNCONVERTIBLE as exc:
+        reason = f"valid, but not convertible to the pipeline's columns: {type(exc).__name__}: {exc}"
+        return _record_batch([record], topic, schema, names, refused=reason)
+
+
+def _record_batch(
+    records: Sequence[Record],
+    topic: str,
+    schema: pa.Schema,
+    names: Collection[str] | None,
+    refused: str | None = None,
+) -> pa.RecordBatch:
+    """:func:`to_record_batch` in one go; ``refused`` makes every record a dead letter with that reason."""
     columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event")}
     offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
     for value, partition, offset in records:
         try:
+            if refused:
+                raise ContractError(refused)
             doc = parse(value)
         except ContractError as exc:
             n, per_record = 1, (None, None, topic, partition, offset, str(exc), value)
@@ -56,7 +83,9 @@ def to_record_batch(
             columns["ts"] += [newest_ms(doc) * 1000] + [batch_ts] * len(samples) + event_ts
             columns["name"] += [RECORD] + [s[0] for s in samples] + [e["type"] for e in events]
             columns["value"].append(None)
-            columns["value"] += [v if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
+            # Every value as a double, as Prometheus keeps it: an integer past 2**53 (a long JMX counter)
+            # rounds instead of failing the column.
+            columns["value"] += [float(v) if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
             columns["value"] += [None] * len(events)
             columns["event"] += [None] * (1 + len(samples)) + [json.dumps(event_fields(e)) for e in events]
             offsets.append(len(keys))

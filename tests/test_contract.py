@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from common.contract import (
+    MAX_TS_MS,
     SCHEMA_VERSION,
     Batch,
     ContractError,
@@ -31,7 +32,7 @@ isr = st.lists(st.integers(0, 1000), max_size=5)
 isr_events = st.builds(
     Event,
     st.just("isr_change"),
-    st.integers(0, 2**48),
+    st.integers(0, MAX_TS_MS),
     st.fixed_dictionaries(
         {
             "topic": st.text(min_size=1, max_size=20),
@@ -48,7 +49,7 @@ batches = st.builds(
     Batch,
     st.text(min_size=1, max_size=20),
     st.text(min_size=1, max_size=30),
-    st.integers(0, 2**48),
+    st.integers(0, MAX_TS_MS),
     st.lists(samples, max_size=20).map(tuple),
     st.lists(isr_events, max_size=5).map(tuple),
 )
@@ -129,6 +130,19 @@ def test_a_corrupted_field_is_rejected_with_a_reason_naming_it(batch, data):
             "events[0]",
         ),
         ([1, 2], "record is a JSON list"),
+        # Times past the year 9999 (2**62 ms: a poison pill that once failed the stream forever), before 1970
+        ({"v": 1, "cluster": "c", "source": "s", "ts": 2**62}, "ts: missing or not epoch milliseconds"),
+        ({"v": 1, "cluster": "c", "source": "s", "ts": -1}, "ts: missing or not epoch milliseconds"),
+        (
+            {
+                "v": 1,
+                "cluster": "c",
+                "source": "s",
+                "ts": 1,
+                "events": [{"type": "x", "ts": 253402300800000}],
+            },
+            "events[0]: ts missing or not epoch milliseconds between 0 and 253402300799999",
+        ),
     ],
 )
 def test_malformed_records_name_the_problem(doc, reason):

@@ -6,6 +6,7 @@ import json
 import math
 from datetime import UTC, datetime
 
+import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from bench.workload import Shape, Workload
@@ -133,3 +134,33 @@ def test_with_names_only_those_samples_and_events_become_rows_and_records_and_de
         RECORD,
         None,
     ]
+
+
+def test_integers_past_what_a_double_holds_exactly_round_as_prometheus_keeps_them():
+    # A JMX long counter (BytesInPerSec's Count passes 2**53 bytes after ~100 days at 1 GB/s) and the largest
+    # long once failed the column: Arrow refuses to convert an integer a double cannot hold exactly.
+    value = (
+        b'{"v":1,"cluster":"a","source":"s","ts":1,'
+        b'"samples":[["m",{},9223372036854775807],["m",{},9007199254740993]]}'
+    )
+    _own, largest, past = to_record_batch([(value, 0, 1)], "kobs.metrics", ARROW).to_pylist()
+    assert (largest["value"], past["value"]) == (
+        9.223372036854776e18,
+        9007199254740992.0,
+    )  # IEEE 754 rounding
+    assert largest["dead_letter"] is None
+
+
+def test_a_valid_record_the_columns_cannot_hold_is_dead_lettered_and_its_neighbours_kept():
+    # Columns narrower than the pipeline's (a 32-bit time column) stand for any value Arrow refuses.
+    narrow = pa.schema([pa.field("ts", pa.int32()) if f.name == "ts" else f for f in ARROW])
+    fits = encode(Batch("a", "s", 1_000, (Sample("m", {}, 1.0),)))  # 1,000,000 us fits 32 bits
+    too_late = encode(Batch("a", "s", 1_732_270_000_000, (Sample("m", {}, 2.0),)))
+    rows = to_record_batch([(fits, 0, 1), (too_late, 0, 2), (fits, 0, 3)], "kobs.metrics", narrow).to_pylist()
+    assert [(r["offset"], r["name"], r["value"], r["dead_letter"] is None) for r in rows] == [
+        (1, RECORD, None, True), (1, "m", 1.0, True),
+        (2, None, None, False),
+        (3, RECORD, None, True), (3, "m", 1.0, True),
+    ]  # fmt: skip
+    assert rows[2]["dead_letter"].startswith("valid, but not convertible to the pipeline's columns")
+    assert rows[2]["raw"] == too_late
