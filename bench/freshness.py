@@ -48,6 +48,7 @@ from bench.visibility import (
     agreement,
     freshness,
     lag_of,
+    misses,
     newest_s,
     summarize,
 )
@@ -206,6 +207,7 @@ def _first_batch(url: str) -> float:
 class _Measured(NamedTuple):
     freshness: Freshness
     lag_agrees: tuple[int, int]  # offsets scrapes whose lag the gauges showed with the handle, of how many
+    lag_misses: list[tuple]  # what they did not show (bench.visibility.misses)
     sources: int
     batches: list[float]  # the pipeline's time of each micro-batch completed in the window
 
@@ -239,7 +241,13 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
     expected = {t_s: lag_of(samples) for t_s, samples in offsets.items()}
     sources = len({s.source for s in window})
     pipelines = [b.pipeline_s for b in set(batches.values()) if b.completed_s > first_s]
-    return _Measured(freshness(window, handle, batches), agreement(shown, expected), sources, pipelines)
+    return _Measured(
+        freshness(window, handle, batches),
+        agreement(shown, expected),
+        misses(shown, expected),
+        sources,
+        pipelines,
+    )
 
 
 def _print_settings(config: Config, started_s: float) -> None:
@@ -286,6 +294,10 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
         f"{summarize(measured.batches)}\n"
         f"same batch: the lag gauges ({DERIVED}) showed the lag of {held} of {known} offsets scrapes at "
         f"the first poll showing the scrape's time on {HANDLE}\n"
-        f"target (issue 5): p95 freshness <= {TARGET_S:g} s in the demo: {visible.p95:.2f} s — "
+        + "".join(
+            f"  scrape at {t:.3f}: {'/'.join(key)} stated lag {value:g}, the gauge showed {seen}\n"
+            for t, key, value, seen in measured.lag_misses[:5]
+        )
+        + f"target (issue 5): p95 freshness <= {TARGET_S:g} s in the demo: {visible.p95:.2f} s — "
         f"{'pass' if visible.p95 <= TARGET_S else 'missed'}"
     )

@@ -157,3 +157,14 @@ def agreement(shown: Mapping[float, Mapping], expected: Mapping[float, Mapping])
     known = [t for t in shown if t in expected]
     held = sum(all(shown[t].get(key) == value for key, value in expected[t].items()) for t in known)
     return held, len(known)
+
+
+def misses(shown: Mapping[float, Mapping], expected: Mapping[float, Mapping]) -> list[tuple]:
+    """(scrape time, series key, expected value, shown value or None) of every value :func:`agreement`
+    found not shown, by time."""
+    return [
+        (t, key, value, shown[t].get(key))
+        for t in sorted(t for t in shown if t in expected)
+        for key, value in sorted(expected[t].items())
+        if shown[t].get(key) != value
+    ]

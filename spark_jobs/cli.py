@@ -38,6 +38,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="process what is on the topic now, in as many micro-batches as needed, then exit",
     )
+    parser.add_argument(
+        "--spark-ui-port",
+        type=int,
+        metavar="PORT",
+        help="serve Spark's web UI (no authentication) on this port, on the driver's address: 127.0.0.1 "
+        "with a local master (default: no UI)",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -60,4 +67,4 @@ def run(args: argparse.Namespace) -> int:
     from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
 
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C
-    return run_stream(config, args.master, args.trigger_seconds, args.available_now)
+    return run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port)

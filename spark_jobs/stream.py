@@ -72,14 +72,23 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def spark_session(master: str) -> SparkSession:
+def spark_session(master: str, ui_port: int | None = None) -> SparkSession:
+    """The session of ``kobs stream``. With a local master nothing of it is for other hosts: the driver, its
+    block manager and the UI bind 127.0.0.1 (``SPARK_LOCAL_IP``, unless set). With a cluster master the
+    executors must reach the driver: set ``SPARK_LOCAL_IP`` or ``spark.driver.host`` for that network. The
+    web UI, which has no authentication, is off unless ``ui_port`` is given."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
         SparkSession.builder.master(master)
         .appName("kobs-stream")
         .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
+        .config("spark.ui.enabled", ui_port is not None)
     )
+    if ui_port is not None:
+        builder = builder.config("spark.ui.port", ui_port)
+    return builder.getOrCreate()
 
 
 def source_options(config: Config) -> dict[str, str]:
@@ -149,7 +158,9 @@ def exporter(address: str, *collectors: Collector) -> Iterator[None]:
 RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a failed query again, and the longest
 
 
-def run_stream(config: Config, master: str, trigger_s: float | None, available_now: bool) -> int:
+def run_stream(
+    config: Config, master: str, trigger_s: float | None, available_now: bool, ui_port: int | None = None
+) -> int:
     """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way.
 
     A query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
@@ -159,7 +170,7 @@ def run_stream(config: Config, master: str, trigger_s: float | None, available_n
     """
     tune_gc()
     jobs = pipeline(config)
-    spark = spark_session(master)
+    spark = spark_session(master, ui_port)
     wait_s = RESTART_BACKOFF_S[0]
     try:
         with exporter(

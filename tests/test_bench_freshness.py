@@ -9,7 +9,17 @@ import sys
 
 import pytest
 
-from bench.visibility import Appearances, Arrivals, Batch, agreement, freshness, lag_of, newest_s, summarize
+from bench.visibility import (
+    Appearances,
+    Arrivals,
+    Batch,
+    agreement,
+    freshness,
+    lag_of,
+    misses,
+    newest_s,
+    summarize,
+)
 from common import names
 
 CLUSTER = "demo"
@@ -104,6 +114,8 @@ def test_agreement_counts_scrapes_whose_every_stated_lag_was_shown():
     }
     assert agreement(shown, expected) == (1, 2)
     assert agreement({100.0: {("g", "t", "0"): 5.0}}, expected) == (0, 1)  # a stated series missing
+    assert misses(shown, expected) == [(110.0, ("g", "t", "0"), 9.0, 5.0)]
+    assert misses({100.0: {("g", "t", "0"): 5.0}}, expected) == [(100.0, ("g", "t", "1"), 0.0, None)]
 
 
 def test_bad_seconds_are_refused_naming_the_option():

@@ -6,6 +6,7 @@ tests read its output."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tomllib
@@ -24,16 +25,32 @@ KOBS_IMAGE = "kafka-observatory:latest"
 ONE_SHOT = {"metrics-topic", "dashboards"}  # run once at start, then exit
 
 
-@pytest.fixture(scope="module")
-def services() -> dict:
-    result = subprocess.run(
+def _compose_config(**environ: str) -> subprocess.CompletedProcess:
+    """``docker-compose config`` with only these variables besides PATH."""
+    return subprocess.run(
         ["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config"],
         capture_output=True,
         text=True,
         timeout=60,
+        env={"PATH": os.environ["PATH"], **environ},
     )
+
+
+@pytest.fixture(scope="module")
+def services() -> dict:
+    result = _compose_config(GRAFANA_ADMIN_PASSWORD="s3cret-for-the-test")
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)["services"]
+
+
+def _published(service: dict) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of each port, as docker-compose 1.29 normalises it
+    (``127.0.0.1:9093:9093/tcp``)."""
+    rows = []
+    for port in service.get("ports", []):
+        host, published, target = port.split("/")[0].rsplit(":", 2)
+        rows.append((host, int(published), int(target)))
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +68,7 @@ def _mounts(service: dict) -> dict[str, str]:
 
 
 def _container_ports(service: dict) -> set[int]:
-    return {int(p["target"]) for p in service.get("ports", [])}
+    return {target for _host, _published, target in _published(service)}
 
 
 def _option(command: list[str], name: str) -> str:
@@ -197,3 +214,24 @@ def test_the_image_holds_every_package_the_project_installs():
     packages = {pattern.rstrip("*") for pattern in include["include"]}
     copied = set(re.findall(r"^COPY (\w+) \1$", (ROOT / "Dockerfile").read_text(), re.M))
     assert packages <= copied, f"Dockerfile does not copy {packages - copied}"
+
+
+def test_every_port_is_published_on_loopback_unless_told_otherwise(services):
+    published = {name: _published(service) for name, service in services.items() if "ports" in service}
+    assert published and all(host == "127.0.0.1" for rows in published.values() for host, _, _ in rows)
+    moved = yaml.safe_load(
+        _compose_config(GRAFANA_ADMIN_PASSWORD="x", KOBS_PUBLISH_ADDRESS="192.0.2.10").stdout
+    )["services"]
+    assert {host for service in moved.values() for host, _, _ in _published(service)} == {"192.0.2.10"}
+
+
+def test_grafana_has_no_default_password(services):
+    result = _compose_config()
+    assert result.returncode != 0 and "set GRAFANA_ADMIN_PASSWORD" in result.stderr
+    assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "s3cret-for-the-test"
+
+
+def test_the_spark_ui_is_served_only_where_published(services):
+    streaming = services["streaming"]
+    assert _option(streaming["command"], "--spark-ui-port") == "4040"
+    assert _published(streaming) == [("127.0.0.1", 4040, 4040)]
