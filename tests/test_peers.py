@@ -14,6 +14,7 @@ import pytest
 from browser import browser_page
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.client import KazooClient
+from sockets import beyond_loopback
 
 from common.contract import Batch, Sample, decode, encode
 from peers.process import PeerError, free_port, port_is_free
@@ -142,6 +143,8 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         with browser_page() as page:
             page.goto(app_url)
             page.get_by_text("Collector scrapes per source").wait_for(timeout=60_000)
+        # Everything the demo started, Spark's JVM and Python workers included, listens on loopback only.
+        assert not beyond_loopback(set(pids)), "listening beyond 127.0.0.1 (address, port, pid)"
     finally:  # a failed assertion must not leave the demo's servers running
         demo.send_signal(signal.SIGTERM)
         rest, _ = demo.communicate(timeout=60)
