@@ -5,13 +5,15 @@ in the configuration) becomes a canonical sample; everything else (JVM, other be
 comments and the lines of mapped series are parsed with prometheus_client's parser; the other lines are
 dropped unread first, so parsing (the collector's largest CPU cost) is not spent on what is not ours. A
 malformed page (a malformed line of a mapped series) or a failed request is an error with the reason and
-yields no samples for that scrape.
+yields no samples for that scrape. The whole page must arrive within ``timeout_s`` (an endpoint that
+answers a byte at a time never resets a per-read timeout; it can hold its own scrape, never the cycle).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 import urllib.request
 from collections.abc import Mapping
 
@@ -39,6 +41,16 @@ def _mapped_lines(names: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"^(?:#|(?:{alternatives})[{{ \t]).*\n?", re.MULTILINE)
 
 
+def _read_by(response, deadline: float, timeout_s: float) -> bytes:
+    """The response body, or TimeoutError once ``deadline`` (monotonic) passes while it still arrives."""
+    chunks = []
+    while chunk := response.read1(1 << 16):  # whatever has arrived, without waiting for a full buffer
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the page did not arrive whole within {timeout_s:g} s")
+    return b"".join(chunks)
+
+
 class ExpositionSource:
     """One JMX-exporter endpoint: ``exporter/broker-<id>`` or ``producer/<client-id>``."""
 
@@ -57,8 +69,9 @@ class ExpositionSource:
     def collect(self) -> Scrape:
         ts = now_ms()
         try:
+            deadline = time.monotonic() + self.timeout_s
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as response:
-                text = response.read().decode("utf-8")
+                text = _read_by(response, deadline, self.timeout_s).decode("utf-8")
             samples = parse_exposition(text, self.mapping, self.labels)
         except OSError as exc:
             return Scrape(Batch(self.cluster, self.name, ts), [f"fetch {self.url}: {exc}"])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -68,6 +70,15 @@ PAGES = {
 
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
+        if self.path == "/drip":  # a page a byte at a time, every 0.2 s, for a minute: never stalls a read
+            self.send_response(200)
+            self.end_headers()
+            with contextlib.suppress(ConnectionError):  # until the collector hangs up
+                for byte in BROKER_PAGE.encode()[:300]:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            return
         page = PAGES.get(self.path)
         self.send_response(200 if page is not None else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -173,3 +184,12 @@ def test_exporter_names_of_the_config_extend_the_table_for_that_cluster(server):
         (names.UNDER_REPLICATED_PARTITIONS, (("broker", "5"),)): 4.0
     }
     assert scrapes["plain"].errors == [] and scrapes["plain"].batch.samples == ()
+
+
+def test_an_endpoint_that_drips_costs_its_own_scrape_its_timeout_and_no_more(server):
+    source = ExpositionSource("prod", "exporter/broker-9", f"{server}/drip", {"broker": "9"}, timeout_s=1.0)
+    started = time.monotonic()
+    scrape = source.collect()
+    assert time.monotonic() - started < 30  # not the drip's 60 s: each read came well within the 1 s timeout
+    assert scrape.batch.samples == ()
+    assert scrape.errors == [f"fetch {server}/drip: the page did not arrive whole within 1 s"]
