@@ -1,8 +1,10 @@
 """Broker and producer metrics over JMX with jmxquery: every bean of one endpoint in one query.
 
 jmxquery starts a JVM per query (0.3-0.6 s), so one query per scrape asks for all the bean patterns at once
-(``BROKER_QUERIES``, narrowed to the beans the mapping reads, or ``PRODUCER_QUERIES``), and at most ``slots``
-queries run at a time across the process however many brokers there are. Each bean attribute is named the
+(``BROKER_QUERIES``, narrowed to the beans the mapping reads, or ``PRODUCER_QUERIES``), and a bounded number
+of queries run at a time across the process however many brokers there are (:class:`QuerySlots`): an
+endpoint whose last query got no answer queues in a lane of its own, so hung endpoints can only hold up
+each other, never the brokers that answer. Each bean attribute is named the
 way the exporter rule sets name it (:func:`series_name`, e.g.
 ``kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=t`` ``Count`` →
 ``kafka_server_brokertopicmetrics_bytesin_total{topic="t"}``) and mapped through the same table as the
@@ -151,6 +153,15 @@ def _jar_error(output: bytes, stderr: bytes) -> str:
     return f"query-failed: {first_line[:300] or 'no output'}"
 
 
+class QuerySlots:
+    """Query JVMs allowed at once, shared by every JMX source of the process: ``size`` for endpoints that
+    answered their last query (or were never asked), one more for those whose last query timed out."""
+
+    def __init__(self, size: int):
+        self.answering = threading.BoundedSemaphore(size)
+        self.silent = threading.BoundedSemaphore(1)
+
+
 class JmxSource:
     """One JMX endpoint: ``jmx/broker-<id>`` (``BROKER_QUERIES``) or ``producer/<client-id>``."""
 
@@ -163,24 +174,28 @@ class JmxSource:
         labels: Mapping[str, str],
         mapping: Mapping[str, str] = DEFAULT_MAPPING,
         timeout_s: float = 5.0,
-        slots: threading.Semaphore | None = None,
+        slots: QuerySlots | None = None,
         credentials: tuple[str, str] | None = None,
     ):
         self.cluster, self.name, self.address, self.queries = cluster, name, address, tuple(queries)
         self.labels, self.mapping, self.timeout_s = dict(labels), mapping, timeout_s
-        self.slots = slots or threading.Semaphore(1)
+        self.slots = slots or QuerySlots(1)
         self.credentials = credentials
+        self.silent = False  # its last query timed out: it waits in the silent lane
 
     def collect(self) -> Scrape:
         ts, deadline = now_ms(), time.monotonic() + self.timeout_s
-        if not self.slots.acquire(timeout=self.timeout_s):
+        lane = self.slots.silent if self.silent else self.slots.answering
+        if not lane.acquire(timeout=self.timeout_s):
             error = f"timeout: no free JMX query slot within {self.timeout_s:.1f} s (other queries are slow)"
             return Scrape(Batch(self.cluster, self.name, ts), [error])
         try:
             found = query(self.address, self.queries, max(0.1, deadline - time.monotonic()), self.credentials)
         except JmxError as exc:
+            self.silent = str(exc).startswith("timeout")
             return Scrape(Batch(self.cluster, self.name, ts), [f"{exc} (at {self.address})"])
         finally:
-            self.slots.release()
+            lane.release()
+        self.silent = False
         samples = canonical_samples(jmx_series(found), self.mapping, self.labels)
         return Scrape(Batch(self.cluster, self.name, ts, tuple(samples)))

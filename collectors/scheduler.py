@@ -6,7 +6,7 @@ when ``zookeeper`` is set and ``mode`` is not ``kraft`` (``metadata_s``; it is t
 partition state and the metadata source reports only min ISR, so each state and change is reported once)
 and one source per producer, JMX or exposition (``producers_s``). JMX and exposition sources map names
 with the built-in table plus the cluster's ``exporter_names``; all JMX sources share ``JMX_SLOTS`` query
-slots (each query is a JVM).
+slots (each query is a JVM), and hung endpoints one more slot apart (:class:`~collectors.jmx.QuerySlots`).
 
 Sources are due on a fixed grid of their intervals from the start (:func:`next_due`), so sources of the
 same or multiple intervals start together: the offsets and metadata sources of a cluster then share one
@@ -31,7 +31,7 @@ from typing import Protocol
 
 from collectors.admin import admin_client
 from collectors.exposition import ExpositionSource
-from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource
+from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots
 from collectors.mapping import DEFAULT_MAPPING
 from collectors.metadata import MetadataSource
 from collectors.offsets import OffsetsSource
@@ -106,7 +106,7 @@ SOURCE_TIMEOUT_FRACTION = 0.8
 def build_jobs(config: Config) -> list[Job]:
     """The jobs for every configured source."""
     intervals = config.intervals
-    jmx_slots = threading.BoundedSemaphore(JMX_SLOTS)
+    jmx_slots = QuerySlots(JMX_SLOTS)
 
     def own(interval_s: float) -> float:
         return SOURCE_TIMEOUT_FRACTION * interval_s

@@ -26,10 +26,15 @@ REQUESTS = "kafka_request_total"  # labels: request, version (Kafka counts per r
 REQUEST_ERRORS = "kafka_request_errors_total"  # labels: request, error
 REQUEST_TIME_MS = "kafka_request_time_ms_mean"  # labels: request
 
-# Per partition, from the broker's log beans; labels ``broker``, ``topic``, ``partition``.
+# Per replica, from the broker's log beans; labels ``broker``, ``topic``, ``partition``. A replica's log end
+# offset is not the partition's end offset consumers read to: a leader's runs ahead of the high watermark
+# until the followers have fetched, and a follower's trails it.
 LOG_SIZE_BYTES = "kafka_log_size_bytes"
+REPLICA_START_OFFSET = "kafka_replica_log_start_offset"
+REPLICA_END_OFFSET = "kafka_replica_log_end_offset"
 
-# Per partition, from the Admin API or the log beans; labels ``topic``, ``partition``.
+# Per partition, from the Admin API (ListOffsets: earliest, and latest = the high watermark); labels
+# ``topic``, ``partition``. Consumer lag is measured against these only.
 PARTITION_START_OFFSET = "kafka_partition_start_offset"
 PARTITION_END_OFFSET = "kafka_partition_end_offset"
 PARTITION_REPLICAS = "kafka_partition_replicas"

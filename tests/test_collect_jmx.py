@@ -8,14 +8,15 @@ checked in ``tests/test_jmx_real.py``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, series_name
+from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots, series_name
 from collectors.scheduler import build_jobs
 from common import names
 from common.config import Config, ConfigError
@@ -92,15 +93,6 @@ def producer(kafka_cluster, tmp_path_factory):
         )
         assert settled, console.log_tail()
         yield console
-
-
-@pytest.fixture
-def silent_port():
-    """A port that accepts connections and never answers: a JMX endpoint that hangs."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        yield listener.getsockname()[1]
 
 
 def _by_name(samples):
@@ -222,20 +214,64 @@ def test_a_closed_port_is_an_error_with_the_reason_not_an_exception():
 
 
 def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(kafka_cluster):
-    slots = threading.Semaphore(1)
+    slots = QuerySlots(1)
     address = kafka_cluster.nodes[2].jmx_address
     source = JmxSource(
         "prod", "jmx/broker-2", address, BROKER_QUERIES, {"broker": "2"}, timeout_s=0.5, slots=slots
     )
-    slots.acquire()  # another broker's query holds the only slot
+    slots.answering.acquire()  # another broker's query holds the only slot
     try:
         blocked = source.collect()
     finally:
-        slots.release()
+        slots.answering.release()
     assert blocked.batch.samples == () and blocked.errors[0].startswith("timeout: no free JMX query slot")
     source.timeout_s = 60
     freed = source.collect()
     assert freed.errors == [] and {name for name, _ in _by_name(freed.batch.samples)} >= NODE_GAUGES
+
+
+def test_hung_endpoints_queue_apart_and_never_again_starve_a_broker_that_answers(kafka_cluster):
+    """Issue 14: four endpoints that accept and never answer held all four slots, and a healthy broker's
+    scrape failed for want of one, every cycle. After their first timeout they wait in a lane of their own."""
+    with contextlib.ExitStack() as stack:
+        hung = [stack.enter_context(_silent_listener()) for _ in range(4)]
+        slots = QuerySlots(4)
+        sources = [
+            JmxSource("prod", f"jmx/broker-{10 + i}", f"127.0.0.1:{port}", BROKER_QUERIES, {}, 5.0, slots)
+            for i, port in enumerate(hung)
+        ]
+        healthy = JmxSource(
+            "prod",
+            "jmx/broker-1",
+            kafka_cluster.nodes[1].jmx_address,
+            BROKER_QUERIES,
+            {"broker": "1"},
+            5.0,
+            slots,
+        )
+        with ThreadPoolExecutor(5) as pool:  # one cycle: every source at once, as the scheduler runs them
+            first = list(pool.map(lambda s: s.collect(), sources))
+            cycles = [list(pool.map(lambda s: s.collect(), [*sources, healthy])) for _ in range(2)]
+    assert all(s.errors[0].startswith("timeout: no answer within") for s in first)
+    for cycle in cycles:
+        *silent, answered = cycle
+        assert answered.errors == [] and {n for n, _ in _by_name(answered.batch.samples)} >= NODE_GAUGES
+        assert all(s.errors and s.errors[0].startswith("timeout") for s in silent)
+
+
+@contextlib.contextmanager
+def _silent_listener():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        yield listener.getsockname()[1]
+
+
+@pytest.fixture
+def silent_port():
+    """A port that accepts connections and never answers: a JMX endpoint that hangs."""
+    with _silent_listener() as port:
+        yield port
 
 
 def test_collect_once_scrapes_live_brokers_while_one_is_down_and_one_hangs(

@@ -59,8 +59,8 @@ CATALOGUE = {
     (TOPICS, "FailedProduceRequestsPerSec", "Count"): names.FAILED_PRODUCE_REQUESTS,
     (LOGS, "OfflineLogDirectoryCount", "Value"): names.OFFLINE_LOG_DIRS,
     (LOG, "Size", "Value"): names.LOG_SIZE_BYTES,
-    (LOG, "LogStartOffset", "Value"): names.PARTITION_START_OFFSET,
-    (LOG, "LogEndOffset", "Value"): names.PARTITION_END_OFFSET,
+    (LOG, "LogStartOffset", "Value"): names.REPLICA_START_OFFSET,
+    (LOG, "LogEndOffset", "Value"): names.REPLICA_END_OFFSET,
     (REQUESTS, "RequestsPerSec", "Count"): names.REQUESTS,
     (REQUESTS, "ErrorsPerSec", "Count"): names.REQUEST_ERRORS,
     (REQUESTS, "TotalTimeMs", "Mean"): names.REQUEST_TIME_MS,
@@ -191,8 +191,8 @@ def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets
 
     # every replica's log: Kafka's offsets and its DescribeLogDirs sizes
     replicas = {(b, p) for b in kafka_cluster.nodes for p in produced}
-    assert by(names.PARTITION_END_OFFSET) == {(b, p): produced[p] for b, p in replicas}
-    assert by(names.PARTITION_START_OFFSET) == dict.fromkeys(replicas, 0)
+    assert by(names.REPLICA_END_OFFSET) == {(b, p): produced[p] for b, p in replicas}
+    assert by(names.REPLICA_START_OFFSET) == dict.fromkeys(replicas, 0)
     assert by(names.LOG_SIZE_BYTES) == {(b, p): sizes[b, p] for b, p in replicas}
     # the leaders' topic meters: every message produced, every byte appended to the leaders' logs
     assert sum(by(names.MESSAGES_IN).values()) == sum(produced.values())
