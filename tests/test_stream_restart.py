@@ -51,11 +51,13 @@ def scrapes(n: int) -> list:
     ]
 
 
-def config_for(run_dir: Path, topic: str = "unused", bootstrap: str = "127.0.0.1:9") -> Config:
+def config_for(
+    run_dir: Path, topic: str = "unused", bootstrap: str = "127.0.0.1:9", per_batch: int = 2
+) -> Config:
     return Config.model_validate(
         {
             "clusters": [{"name": "prod", "bootstrap_servers": [bootstrap], "critical_groups": ["ledger"]}],
-            "metrics_topic": {"name": topic, "max_records_per_batch": 2},
+            "metrics_topic": {"name": topic, "max_records_per_batch": per_batch},
             "sinks": {"run_dir": str(run_dir), "exporter_address": f"127.0.0.1:{free_port()}"},
         }
     )
