@@ -16,9 +16,16 @@ from common.kafka_clients import cluster_settings
 
 K = TypeVar("K", bound=Hashable)
 
+# How long a request may wait for a broker before librdkafka drops the connection (its default: 60 s). It
+# sends each metadata request to the broker it used last, so a hung broker (SIGSTOPped, in a long GC pause:
+# its socket still open) would take every metadata request until this ends: the sources were blind to the
+# cluster for a minute. Admin operations carry their own timeouts. ``client_properties`` may override it.
+SOCKET_TIMEOUT_MS = 10_000
+
 
 def admin_client(cluster: Cluster) -> AdminClient:
-    return AdminClient(cluster_settings(cluster) | {"client.id": f"kobs-{cluster.name}"})
+    defaults = {"socket.timeout.ms": SOCKET_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
+    return AdminClient(defaults | cluster_settings(cluster))
 
 
 def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: list[str]) -> dict[K, Any]:

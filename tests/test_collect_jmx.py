@@ -237,17 +237,20 @@ def test_hung_endpoints_queue_apart_and_never_again_starve_a_broker_that_answers
         hung = [stack.enter_context(_silent_listener()) for _ in range(4)]
         slots = QuerySlots(4)
         sources = [
-            JmxSource("prod", f"jmx/broker-{10 + i}", f"127.0.0.1:{port}", BROKER_QUERIES, {}, 5.0, slots)
+            JmxSource(
+                "prod",
+                f"jmx/broker-{10 + i}",
+                f"127.0.0.1:{port}",
+                BROKER_QUERIES,
+                {},
+                timeout_s=5,
+                slots=slots,
+            )
             for i, port in enumerate(hung)
         ]
+        address = kafka_cluster.nodes[1].jmx_address
         healthy = JmxSource(
-            "prod",
-            "jmx/broker-1",
-            kafka_cluster.nodes[1].jmx_address,
-            BROKER_QUERIES,
-            {"broker": "1"},
-            5.0,
-            slots,
+            "prod", "jmx/broker-1", address, BROKER_QUERIES, {"broker": "1"}, timeout_s=5, slots=slots
         )
         with ThreadPoolExecutor(5) as pool:  # one cycle: every source at once, as the scheduler runs them
             first = list(pool.map(lambda s: s.collect(), sources))

@@ -23,13 +23,15 @@ SHRINK_WITHIN_S = 30.0
 EXPAND_WITHIN_S = 60.0
 
 
-def _isr_until(source: MetadataSource, done, timeout_s: float) -> dict[int, set[int]]:
+def _isr_until(source: MetadataSource, done, timeout_s: float, errors: list) -> dict[int, set[int]]:
     """Scrape every second, applying each ``isr_change`` event of the topic to the ISR last seen per
-    partition, until ``done(isr)``; the ISRs as the events left them."""
+    partition, until ``done(isr)``; the ISRs as the events left them. Scrape errors go to ``errors``."""
     isr: dict[int, set[int]] = {}
     deadline = time.monotonic() + timeout_s
     while not done(isr) and time.monotonic() < deadline:
-        for event in source.collect().batch.events:
+        scrape = source.collect()
+        errors += scrape.errors
+        for event in scrape.batch.events:
             if event.type == "isr_change" and event.fields["topic"] == TOPIC:
                 isr[event.fields["partition"]] = set(event.fields["new_isr"])
         time.sleep(1.0)
@@ -52,15 +54,18 @@ def test_a_paused_followers_shrink_and_expand_are_events_kafka_agrees_with(kafka
     kafka_cluster.pause(PAUSED)
     try:
         shrunk = _isr_until(
-            source, lambda isr: len(isr) == 3 and all(PAUSED not in s for s in isr.values()), SHRINK_WITHIN_S
+            source,
+            lambda isr: len(isr) == 3 and all(PAUSED not in s for s in isr.values()),
+            SHRINK_WITHIN_S,
+            errors := [],
         )
         kafka_says = _kafka_isr(kafka_cluster.live_bootstrap)
     finally:
         kafka_cluster.resume(PAUSED)
-    assert shrunk == {p: everyone - {PAUSED} for p in (0, 1, 2)}, "every partition lost the paused follower"
+    assert shrunk == {p: everyone - {PAUSED} for p in (0, 1, 2)}, f"every partition lost it: {errors}"
     assert shrunk == kafka_says
     expanded = _isr_until(
-        source, lambda isr: len(isr) == 3 and all(s == everyone for s in isr.values()), EXPAND_WITHIN_S
+        source, lambda isr: len(isr) == 3 and all(s == everyone for s in isr.values()), EXPAND_WITHIN_S, []
     )
     assert expanded == {p: everyone for p in (0, 1, 2)}, "the continued follower rejoined every ISR"
     assert expanded == _kafka_isr(kafka_cluster.bootstrap)

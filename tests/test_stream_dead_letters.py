@@ -89,6 +89,7 @@ def test_poison_pills_are_dead_lettered_and_the_stream_goes_on(spark, kafka_clus
     letters = [json.loads(line) for f in config.sinks.dead_letter_dir.rglob("*.json") for line in f.open()]
     assert [(letter["offset"], base64.b64decode(letter["raw"])) for letter in letters] == [(1, far_future)]
     assert letters[0]["reason"].startswith("ts: missing or not epoch milliseconds between 0 and")
-    (lag,) = jobs.evaluations.values()  # every scrape after the poison pills reached the analysis
+    lag = jobs.evaluations["lag"]  # every scrape after the poison pills reached the analysis
     assert [(row["lag_messages"], row["status"]) for row in lag.history] == [(110, "WARN")]
+    assert set(jobs.evaluations) == {"lag", "throughput"}  # the long counter reached its analysis too
     assert (jobs.health.input_records, jobs.health.dead_letters) == (len(values), 1)
