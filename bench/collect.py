@@ -108,8 +108,12 @@ def _verdict(ok: bool) -> str:
 def _populate(bootstrap: str, topics: int, partitions: int, groups: int) -> None:
     """Topics ``bench-NNNN`` and groups ``group-NNNN``, group i committing offset 0 on topic i mod topics."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for start in range(0, topics, 100):
-        new = [NewTopic(f"bench-{i:04d}", partitions, 1) for i in range(start, min(start + 100, topics))]
+    # A KRaft controller refuses a request whose records pass 10,000 ("excessively large batch operation"):
+    # about 1,000 partitions a request.
+    per_request = max(1, 1_000 // partitions)
+    for start in range(0, topics, per_request):
+        ids = range(start, min(start + per_request, topics))
+        new = [NewTopic(f"bench-{i:04d}", partitions, 1) for i in ids]
         for future in admin.create_topics(new, operation_timeout=60, request_timeout=60).values():
             future.result()
     futures = []
