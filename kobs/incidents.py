@@ -99,9 +99,10 @@ class Player:
         quiet_s: float = 30.0,  # between incidents, and before the first once the pipeline is live
         hold_s: float = 30.0,  # how long a break lasts after its page
         wait_s: float = 180.0,  # the longest wait for a page, and for its resolution
+        settle_s: float = 70.0,  # a page group's interval (1 min in the shipped routing) and a margin
     ):
         self.stack, self.out, self.incidents = stack, out, incidents
-        self.quiet_s, self.hold_s, self.wait_s = quiet_s, hold_s, wait_s
+        self.quiet_s, self.hold_s, self.wait_s, self.settle_s = quiet_s, hold_s, wait_s, settle_s
         self.started_s = time.time()
         self.stopped = threading.Event()
 
@@ -124,11 +125,22 @@ class Player:
 
     def _play(self, number: int, incident: Incident) -> Outcome:
         self.say(f"incident {number}: {incident.title}")
+        self.settle(incident)
         cause_s, paged_after = self.break_until_paged(incident)
         if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
             return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
         resolved_after = self.repair_until_resolved(incident)
         return Outcome(incident.title, incident.alert, cause_s, paged_after, resolved_after)
+
+    def settle(self, incident: Incident) -> None:
+        """Wait until Alertmanager holds no ``incident.alert`` from before (an earlier incident's), then one
+        page group interval, so that its group has sent its last notification and is closed: the new page
+        then goes out after ``group_wait``, not at that group's next interval."""
+        settled = self._wait(lambda: not self._held(incident.alert), self.wait_s)
+        if settled and any(n.alertname == incident.alert for n in self.stack.pager.received):
+            alert, wait_s = incident.alert, self.settle_s
+            self.say(f"  waiting {wait_s:.0f} s for Alertmanager to close the last {alert} group first")
+            self.stopped.wait(wait_s)
 
     def break_until_paged(self, incident: Incident) -> tuple[float, float | None]:
         """Break; wait for the page. (time of the break, seconds from it to the page or None)."""
@@ -148,7 +160,7 @@ class Player:
     def repair_until_resolved(self, incident: Incident) -> float | None:
         """Repair; wait until Alertmanager holds the alert no more. Seconds from the repair, or None.
 
-        The pager hears of it at the group's next ``group_interval`` (5 minutes in the shipped routing)."""
+        The pager hears of it at the group's next ``group_interval`` (1 minute for pages as shipped)."""
         repaired_s = time.time()
         self.say("  " + incident.end(self.stack))
         resolved = self._wait(lambda: not self._firing(incident.alert), self.wait_s)
@@ -159,6 +171,14 @@ class Player:
                 "the alert group's next interval)"
             )
         return resolved_after
+
+    def _held(self, alert: str) -> bool:
+        """Alertmanager holds ``alert``, firing or suppressed (an inhibited alert still keeps its group)."""
+        try:
+            alerts = self.stack.alertmanager.alerts()
+        except OSError:  # Alertmanager busy: ask again
+            return True
+        return any(a["labels"]["alertname"] == alert for a in alerts)
 
     def _firing(self, alert: str) -> bool:
         try:
