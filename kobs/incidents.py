@@ -163,7 +163,7 @@ class Player:
         The pager hears of it at the group's next ``group_interval`` (1 minute for pages as shipped)."""
         repaired_s = time.time()
         self.say("  " + incident.end(self.stack))
-        resolved = self._wait(lambda: not self._firing(incident.alert), self.wait_s)
+        resolved = self._wait(lambda: not self._held(incident.alert), self.wait_s)
         resolved_after = time.time() - repaired_s if resolved else None
         if resolved and not self.stopped.is_set():
             self.say(
@@ -179,13 +179,6 @@ class Player:
         except OSError:  # Alertmanager busy: ask again
             return True
         return any(a["labels"]["alertname"] == alert for a in alerts)
-
-    def _firing(self, alert: str) -> bool:
-        try:
-            alerts = self.stack.alertmanager.alerts()
-        except OSError:  # Alertmanager busy: ask again
-            return True
-        return any(a["labels"]["alertname"] == alert and a["status"]["state"] == "active" for a in alerts)
 
     def _notified(self, alert: str, status: str, since_s: float):
         found = [n for n in self.stack.pager.pages(alert, status) if n.received_s >= since_s]
