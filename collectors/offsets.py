@@ -44,6 +44,12 @@ MOVED = frozenset(
     (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
      KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
 )  # fmt: skip
+# Per-partition errors that outlive a retry because the consumer's own metadata is stale: after the demo's
+# broker restarts, one consumer answered FENCED_LEADER_EPOCH or _UNKNOWN_PARTITION for the same 16
+# partitions scrape after scrape for minutes. Such a consumer is replaced after the scrape.
+STALE = frozenset(
+    (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION)
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +87,9 @@ class OffsetsSource:
         self._admin = admin if admin is not None else admin_client(cluster)  # len(admin) 0 is falsy
         # log offsets via consumers' offsets_for_times: one result list per call, no future per partition;
         # one consumer per call in flight, as confluent-kafka runs the calls on one client one at a time
-        settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
-        self._consumers = [Consumer(settings) for _ in range(PARALLEL_CALLS)]
+        self._settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
+        self._consumers = [Consumer(self._settings) for _ in range(PARALLEL_CALLS)]
+        self._stale: set[int] = set()  # consumers to replace after the scrape
 
     def collect(self) -> Scrape:
         ts, errors, group_errors = now_ms(), [], []
@@ -95,6 +102,10 @@ class OffsetsSource:
         with ThreadPoolExecutor(PARALLEL_CALLS + 1, thread_name_prefix="kobs-offsets") as pool:
             groups = pool.submit(self._group_samples, deadline, group_errors)  # meanwhile, on its own thread
             samples = self._log_offset_samples(pool, tps, deadline, errors) + groups.result()
+        for i in self._stale:
+            self._consumers[i].close()
+            self._consumers[i] = Consumer(self._settings)
+        self._stale.clear()
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
 
     def _log_offset_samples(
@@ -126,6 +137,8 @@ class OffsetsSource:
                     for tp in found
                     if tp.error is not None and tp.error.code() in MOVED
                 ]
+            if any(tp.error is not None and tp.error.code() in STALE for tp in answers.values()):
+                self._stale.add(i % PARALLEL_CALLS)
             return list(answers.values())
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
