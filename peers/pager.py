@@ -90,6 +90,8 @@ def routed_to(pager_url: str, group_wait: str | None = None, group_interval: str
             route.pop("group_wait", None)
     if group_interval:
         config["route"]["group_interval"] = group_interval
+        for route in config["route"].get("routes", []):
+            route.pop("group_interval", None)
     for receiver in config["receivers"]:
         for hook in receiver["webhook_configs"]:
             hook["url"] = f"{pager_url}/{receiver['name']}"

@@ -91,5 +91,5 @@ def test_poison_pills_are_dead_lettered_and_the_stream_goes_on(spark, kafka_clus
     assert letters[0]["reason"].startswith("ts: missing or not epoch milliseconds between 0 and")
     lag = jobs.evaluations["lag"]  # every scrape after the poison pills reached the analysis
     assert [(row["lag_messages"], row["status"]) for row in lag.history] == [(110, "WARN")]
-    assert set(jobs.evaluations) == {"lag", "throughput"}  # the long counter reached its analysis too
+    assert "throughput" in jobs.evaluations  # the long counter reached its analysis too
     assert (jobs.health.input_records, jobs.health.dead_letters) == (len(values), 1)
