@@ -1,25 +1,28 @@
 """The stream benchmark's baseline: the same computations in one Python process, without Spark.
 
-It plans the same micro-batches as the Spark query (the ``kobs-kafka`` source's own planning, with the
-same record limit and ``Trigger.AvailableNow`` end), reads each batch's records with confluent-kafka,
-validates and parses them with the contract code (``contract.parse``) and feeds the observations to a
-:class:`~spark_jobs.pipeline.Pipeline` of the same analyses (history and snapshots included). Nothing is
-distributed and nothing is converted to Arrow or Spark rows: what the work costs with no engine around it.
+It reads the same micro-batches the Spark query read (each batch's offset ranges from the query's progress
+reports) with confluent-kafka, validates and parses each record with the contract code
+(``contract.parse``) and feeds the observations to a :class:`~spark_jobs.pipeline.Pipeline` of the same
+analyses (history and snapshots included). Nothing is distributed and nothing is converted to Arrow or
+Spark rows: what the work costs with no engine around it.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
+from confluent_kafka import Consumer, TopicPartition
+
 from common.contract import NON_FINITE, ContractError, parse
 from spark_jobs.analysis import Observation
-from spark_jobs.kafka_source import SCHEMA, KafkaStreamReader, consumer_settings, fetch
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import event_fields, newest_ms
 
 NAME = "one Python process: confluent-kafka, contract.parse, the same analyses and sinks, no Spark"
+Ranges = dict[int, tuple[int, int]]  # partition -> [start, end) offsets of one micro-batch
 
 
 def observations(doc: dict, names: frozenset[str]) -> Iterator[Observation]:
@@ -37,35 +40,65 @@ def observations(doc: dict, names: frozenset[str]) -> Iterator[Observation]:
             )
 
 
-def run(options: dict[str, str], jobs: Pipeline) -> list[float]:
-    """Process everything now in the topic batch by batch, read with the ``kobs-kafka`` source's
-    ``options``; returns each batch's seconds."""
-    reader = KafkaStreamReader(options, SCHEMA)
-    settings = consumer_settings(reader.settings)
+def batches_of(progress: list[dict], topic: str) -> list[Ranges]:
+    """The offset ranges of each micro-batch with data, from a query's progress reports (as dicts)."""
+    batches = []
+    for report in progress:
+        if not report["numInputRows"]:
+            continue
+        (source,) = report["sources"]
+        start, end = (_offsets(source[key], topic) for key in ("startOffset", "endOffset"))
+        batches.append({p: (start.get(p, 0), stop) for p, stop in end.items() if stop > start.get(p, 0)})
+    return batches
+
+
+def _offsets(value: str | dict | None, topic: str) -> dict[int, int]:
+    if value is None:
+        return {}
+    offsets = json.loads(value) if isinstance(value, str) else value
+    return {int(p): offset for p, offset in offsets[topic].items()}
+
+
+def run(bootstrap: str, topic: str, batches: list[Ranges], jobs: Pipeline) -> list[float]:
+    """Process ``batches`` of ``topic`` one after the other; returns each batch's seconds."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "kobs-bench", "enable.auto.commit": False}
+    )
     try:
-        start = reader.initialOffset()
-        reader.prepareForTriggerAvailableNow()
-        seconds, batch_id = [], 0
-        while True:
+        seconds = []
+        for batch_id, ranges in enumerate(batches):
             began, started_s = time.perf_counter(), time.time()
-            end = reader.latestOffset(start, reader.getDefaultReadLimit())
-            if end == start:
-                return seconds
             batch, records, dead_letters, newest_s = [], 0, 0, {}
-            for part in (part for task in reader.partitions(start, end) for part in task.slices):
-                for value, _ in fetch(settings, part, reader.read_timeout_s):
-                    records += 1
-                    try:
-                        doc = parse(value)
-                    except ContractError:  # a dead letter: counted, no observations
-                        dead_letters += 1
-                        continue
-                    newest = newest_ms(doc) / 1000
-                    key = (doc["cluster"], doc["source"])
-                    newest_s[key] = max(newest, newest_s.get(key, newest))
-                    batch.extend(observations(doc, jobs.inputs))
+            for value in read(consumer, topic, ranges):
+                records += 1
+                try:
+                    doc = parse(value)
+                except ContractError:  # a dead letter: counted, no observations
+                    dead_letters += 1
+                    continue
+                newest = newest_ms(doc) / 1000
+                key = (doc["cluster"], doc["source"])
+                newest_s[key] = max(newest, newest_s.get(key, newest))
+                batch.extend(observations(doc, jobs.inputs))
             jobs.feed(batch, BatchStats(records, dead_letters, newest_s), batch_id, started_s)
             seconds.append(time.perf_counter() - began)
-            start, batch_id = end, batch_id + 1
+        return seconds
     finally:
-        reader.stop()
+        consumer.close()
+
+
+def read(consumer: Consumer, topic: str, ranges: Ranges) -> Iterator[bytes | None]:
+    """The values of the records in ``ranges``, all partitions fetched at once."""
+    consumer.assign([TopicPartition(topic, partition, start) for partition, (start, _) in ranges.items()])
+    left = {partition: end - start for partition, (start, end) in ranges.items()}
+    while any(left.values()):
+        messages = consumer.consume(num_messages=min(500, sum(left.values())), timeout=10)
+        if not messages:
+            raise RuntimeError(f"{topic}: nothing received for 10 s, {sum(left.values())} records short")
+        for message in messages:
+            if message.error() is not None:
+                raise RuntimeError(f"{topic}-{message.partition()}: {message.error().str()}")
+            partition = message.partition()
+            if message.offset() < ranges[partition][1]:
+                left[partition] -= 1
+                yield message.value()

@@ -9,10 +9,12 @@ import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata
+from cryptography.hazmat.primitives import serialization
 
 from common.config import Cluster, Config, ConfigError, Security, secret
 
@@ -40,6 +42,69 @@ def client_settings(
     settings.update({k: v for k, v in optional.items() if v is not None})
     settings.update(extra or {})
     return settings
+
+
+JAAS_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def java_client_settings(servers: list[str], security: Security, where: str) -> dict[str, str]:
+    """The settings of :func:`client_settings` for Kafka's Java client (Spark's Kafka source): the SASL login
+    as a JAAS line, the PEM files as PEM trust and key stores (the key and its chain as values, so secret
+    values: Spark redacts them, ``spark_jobs.stream.spark_session``)."""
+    settings = {"bootstrap.servers": ",".join(servers), "security.protocol": security.protocol}
+    if security.sasl_mechanism:
+        module = JAAS_LOGIN_MODULES.get(security.sasl_mechanism)
+        if module is None:
+            raise ConfigError(
+                f"config error: {where}.security.sasl_mechanism {security.sasl_mechanism} is not supported"
+                " by kobs stream's Kafka source (Kafka's Java client): use PLAIN or SCRAM there"
+            )
+        password = secret(security.sasl_password_env, f"{where}.security.sasl_password_env") or ""
+        settings["sasl.mechanism"] = security.sasl_mechanism
+        settings["sasl.jaas.config"] = (
+            f"{module} required username={_jaas_quoted(security.sasl_username or '')} "
+            f"password={_jaas_quoted(password)};"
+        )
+    if security.ssl_ca_location:
+        settings["ssl.truststore.type"] = "PEM"
+        settings["ssl.truststore.location"] = security.ssl_ca_location
+    if security.ssl_certificate_location and security.ssl_key_location:
+        settings["ssl.keystore.type"] = "PEM"
+        settings["ssl.keystore.certificate.chain"] = _read(security.ssl_certificate_location, where)
+        key_password = secret(security.ssl_key_password_env, f"{where}.security.ssl_key_password_env")
+        settings["ssl.keystore.key"] = _pkcs8(security.ssl_key_location, key_password, where)
+    return settings
+
+
+def _pkcs8(path: str, password: str | None, where: str) -> str:
+    """The client key as unencrypted PKCS#8 PEM, the one form Java's PEM key store reads whatever the file
+    holds (it reads no PKCS#1 key, and no key encrypted with PBES2, openssl's default)."""
+    try:
+        key = serialization.load_pem_private_key(
+            _read(path, where).encode(), password.encode() if password is not None else None
+        )
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"config error: {where}.security: cannot read the key {path}: {exc}") from None
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return pem.decode()
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value: quoted, with backslashes and quotes escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _read(path: str, where: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config error: {where}.security: cannot read {path}: {exc}") from None
 
 
 def cluster_settings(cluster: Cluster) -> dict[str, Any]:

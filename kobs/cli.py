@@ -11,6 +11,7 @@ from app import serve as app_cli
 from app.capacity import cli as whatif_cli
 from bench import cli as bench_cli
 from common.config import ConfigError, load_config
+from common.jars import MissingJars
 from common.logs import configure_logging
 from dashboards import cli as dashboards_cli
 from simulator import cli as simulator_cli
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(args.verbose)
     try:
         return args.run(args)
-    except ConfigError as exc:
+    except (ConfigError, MissingJars) as exc:
         print(f"kobs: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,44 +1,30 @@
-"""What every Java peer shares: the jar sets ``scripts/setup.sh`` resolved from Maven Central, and JMX flags.
-
-The versions live in one place, ``peers/jars/pom.xml`` (one Maven profile per jar set); setup copies each
-profile's runtime dependencies into ``.cache/jars/<profile>-<version>/``, and nothing is downloaded at run
-time: a missing folder is an error that says to run setup.
-"""
+"""What every Java peer shares: the jar sets ``scripts/setup.sh`` resolved from Maven Central
+(``common.jars``), and JMX flags."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from common import jars
 from peers.process import HOST, PeerError
 
-ROOT = Path(__file__).resolve().parent.parent
-POM = ROOT / "peers" / "jars" / "pom.xml"
-CACHE = ROOT / ".cache" / "jars"
 
-
-@functools.cache
 def version(profile: str) -> str:
-    """The pinned version of a jar set (``kafka``, ``kafka-zk``): ``<profile>.version`` in the pom."""
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    found = ET.parse(POM).getroot().find(f"m:properties/m:{profile}.version", ns)
-    if found is None or not (found.text or "").strip():
-        raise PeerError(f"{POM}: no <{profile}.version> property")
-    return found.text.strip()
+    """The pinned version of a jar set (``kafka``, ``kafka-zk``)."""
+    return jars.version(profile)
 
 
 def jar_dir(profile: str) -> Path:
     """The folder holding a jar set; PeerError naming the fix when setup has not resolved it."""
-    folder = CACHE / f"{profile}-{version(profile)}"
-    if not any(folder.glob("*.jar")):
-        raise PeerError(f"{folder} has no jars: run scripts/setup.sh (it resolves them with mvn)")
-    return folder
+    try:
+        return jars.jar_dir(profile)
+    except jars.MissingJars as exc:
+        raise PeerError(str(exc)) from None
 
 
 def classpath(profile: str) -> str:
@@ -87,7 +73,7 @@ def compiled(source: Path, profile: str | None = None) -> Path:
     compiled with the local ``javac`` at first use into a cache keyed by the source's and jars' identity."""
     cp = classpath(profile) if profile else ""
     digest = hashlib.sha256(source.read_bytes() + cp.encode()).hexdigest()[:16]
-    cache = CACHE.parent / "classes" / f"{source.stem}-{digest}"
+    cache = jars.cache().parent / "classes" / f"{source.stem}-{digest}"
     if not (cache / f"{source.stem}.class").exists():
         cache.parent.mkdir(parents=True, exist_ok=True)
         build = tempfile.mkdtemp(dir=cache.parent)

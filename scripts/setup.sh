@@ -49,24 +49,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   "$VENV/bin/pip" install -q -e ".[dev]"
   echo "$want" > "$stamp"
 fi
-# Java artifacts (Apache Kafka, ...): versions pinned in peers/jars/pom.xml, one Maven profile per set,
-# each copied with its runtime dependencies into .cache/jars/<profile>-<version>/ (git-ignored).
-pom=peers/jars/pom.xml
-pom_hash=$(sha256sum "$pom" | cut -d' ' -f1)
-for profile in kafka kafka-zk jmx-exporter; do
-  version=$(sed -n "s:.*<$profile.version>\(.*\)</$profile.version>.*:\1:p" "$pom")
-  dir=.cache/jars/$profile-$version
-  [ "$(cat "$dir/.resolved" 2>/dev/null)" = "$pom_hash" ] && continue
-  echo "setup: resolving $profile $version from Maven Central into $dir"
-  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-  if ! mvn -B -f "$pom" -P "$profile" dependency:copy-dependencies -DincludeScope=runtime \
-      -DoutputDirectory="$PWD/$dir.tmp" > "$dir.log" 2>&1; then
-    tail -n 20 "$dir.log" >&2
-    echo "setup: mvn could not resolve $profile $version (log: $dir.log)" >&2
-    exit 1
-  fi
-  echo "$pom_hash" > "$dir.tmp/.resolved"
-  rm -rf "$dir" && mv "$dir.tmp" "$dir"
-done
+# Java artifacts (Apache Kafka, Spark's Kafka source, ...): versions pinned in peers/jars/pom.xml, each set
+# copied with its runtime dependencies into .cache/jars/<profile>-<version>/ (git-ignored).
+scripts/jars.sh kafka kafka-zk jmx-exporter spark-kafka
 
 echo "setup: ready ($VENV, Java $(java -version 2>&1 | head -n1 | cut -d'"' -f2))"

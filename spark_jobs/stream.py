@@ -1,8 +1,9 @@
 """The streaming query behind ``kobs stream``: metrics topic → dead letters and the analyses → sinks.
 
-One query reads the metrics topic with the ``kobs-kafka`` source; its ``foreachBatch`` hands the samples and
-events to the analyses (``spark_jobs.pipeline``) and writes the dead letters collected in the same pass
-(each batch's records are read from Kafka once). The derived metrics are served from a dedicated
+One query reads the metrics topic with Spark's Kafka source, decoded on the executors
+(``spark_jobs.kafka_source``); its ``foreachBatch`` hands the samples and events to the analyses
+(``spark_jobs.pipeline``) and writes the dead letters collected in the same pass (each batch's records are
+read from Kafka once). The derived metrics are served from a dedicated
 ``CollectorRegistry`` on the configured exporter address.
 """
 
@@ -22,13 +23,13 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from common import jars
 from common.config import Config
-from common.kafka_clients import client_settings
 from spark_jobs.analysis import Analysis
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
-from spark_jobs.kafka_source import KafkaSource
+from spark_jobs.kafka_source import read_metrics, source_options
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
 from spark_jobs.producers import ProducerAnalysis
@@ -37,6 +38,7 @@ from spark_jobs.throughput import ThroughputAnalysis
 
 log = logging.getLogger(__name__)
 QUERY = "stream"
+SECRET_OPTIONS = r"(?i)url|password|jaas|keystore\.key"  # Spark's default is "(?i)url"
 
 
 def analyses(config: Config) -> list[Analysis]:
@@ -72,17 +74,21 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def spark_session(master: str, ui_port: int | None = None) -> SparkSession:
-    """The session of ``kobs stream``. With a local master nothing of it is for other hosts: the driver, its
+def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stream") -> SparkSession:
+    """The session of ``kobs stream``, with Spark's Kafka source (``spark.jars``, resolved by setup: Spark
+    ships them to the executors). With a local master nothing of it is for other hosts: the driver, its
     block manager and the UI bind 127.0.0.1 (``SPARK_LOCAL_IP``, unless set). With a cluster master the
     executors must reach the driver: set ``SPARK_LOCAL_IP`` or ``spark.driver.host`` for that network. The
-    web UI, which has no authentication, is off unless ``ui_port`` is given."""
+    web UI, which has no authentication, is off unless ``ui_port`` is given. Options that carry secrets
+    (the Kafka login, the client key) are redacted wherever Spark shows a plan."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
         SparkSession.builder.master(master)
-        .appName("kobs-stream")
+        .appName(app)
+        .config("spark.jars", ",".join(str(jar) for jar in jars.jars("spark-kafka")))
+        .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", ui_port is not None)
     )
@@ -91,32 +97,13 @@ def spark_session(master: str, ui_port: int | None = None) -> SparkSession:
     return builder.getOrCreate()
 
 
-def source_options(config: Config) -> dict[str, str]:
-    """The ``kobs-kafka`` source's options for the metrics topic: its name, the batch limit and every
-    client setting of ``metrics_topic`` (bootstrap and ``security``; librdkafka ones prefixed ``kafka.``)."""
-    topic = config.metrics_topic
-    settings = client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
-    options = {"topic": topic.name}
-    if topic.max_records_per_batch:
-        options["maxRecordsPerBatch"] = str(topic.max_records_per_batch)
-    for key, value in settings.items():
-        options[key if key == "bootstrap.servers" else f"kafka.{key}"] = str(value)
-    return options
-
-
 def start_query(
     spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None = None, available_now=False
 ) -> StreamingQuery:
-    """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back)."""
-    spark.dataSource.register(KafkaSource)
-    reader = (
-        spark.readStream.format("kobs-kafka")
-        .options(**source_options(config))
-        .option("names", ",".join(sorted(jobs.inputs)))  # the rest is dropped as it is decoded
-        .option("maxTasks", spark.sparkContext.defaultParallelism)  # one read task per core at most
-    )
+    """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back).
+    Only the samples and events some analysis reads are decoded into rows."""
     writer = (
-        reader.load()
+        read_metrics(spark, source_options(config), jobs.inputs)
         .writeStream.queryName(QUERY)
         .foreachBatch(_handler(config, jobs))
         .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))

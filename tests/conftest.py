@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from peers.kafka import KafkaCluster
@@ -40,15 +37,11 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="module")
 def spark():
-    """One local Spark session per test module (one starts in 6-8 s): 2 cores, 2 shuffle partitions."""
-    from pyspark.sql import SparkSession
+    """One local Spark session per test module (one starts in 6-8 s), as ``kobs stream`` builds it (Spark's
+    Kafka source among its jars): 2 cores, 2 shuffle partitions."""
+    from spark_jobs.stream import spark_session
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    session = spark_session("local[2]", app="kobs-tests")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()

@@ -93,10 +93,10 @@ def test_one_controller_failover_halfway():
 def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_cluster, tmp_path):
     """The scrapes of tests/test_lag_job.py, one record per batch: the same documented answers."""
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    produce(kafka_cluster.bootstrap, topic, [scrape_batch(*scrape) for scrape in SCRAPES])
+    produce(kafka_cluster.bootstrap, topic, [scrape_batch(*scrape) for scrape in SCRAPES])  # 1 partition
     jobs = Pipeline(lambda: [LagAnalysis()], tmp_path / "history", tmp_path / "state")
-    options = {"bootstrap.servers": kafka_cluster.bootstrap, "topic": topic, "maxRecordsPerBatch": "1"}
-    seconds = reference.run(options, jobs)
+    batches = [{0: (offset, offset + 1)} for offset in range(len(SCRAPES))]
+    seconds = reference.run(kafka_cluster.bootstrap, topic, batches, jobs)
     assert len(seconds) == len(SCRAPES)
     (lag,) = jobs.evaluations.values()
     rows = {row["partition"]: row for row in lag.history}
@@ -106,6 +106,18 @@ def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_
         "batch_id=1",
         "batch_id=2",
     ]
+
+
+def test_the_baseline_reads_the_batches_of_the_spark_querys_progress_reports():
+    """Progress reports as Spark publishes them (``StreamingQueryProgress.json``): the Kafka source's offsets
+    per topic and partition, the first batch without a start, a batch without rows skipped."""
+    first, second = {"m": {"0": 3, "1": 2}}, {"m": {"0": 3, "1": 3}}
+    reports = [
+        {"numInputRows": 5, "sources": [{"startOffset": None, "endOffset": first}]},
+        {"numInputRows": 0, "sources": [{"startOffset": first, "endOffset": first}]},
+        {"numInputRows": 1, "sources": [{"startOffset": first, "endOffset": second}]},
+    ]
+    assert reference.batches_of(reports, "m") == [{0: (0, 3), 1: (0, 2)}, {1: (2, 3)}]
 
 
 def test_the_resource_meter_counts_children_and_leaves_out_excluded_ones():

@@ -1,4 +1,5 @@
-"""The Kafka streaming source end to end: the real Kafka cluster, a real local Spark session."""
+"""The metrics topic read by Spark's own Kafka source and decoded on the executors, end to end: the real Kafka
+cluster, a real local Spark session."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from common.config import Config
 from common.contract import Batch, Sample, encode
 from spark_jobs.dead_letters import write_dead_letters
-from spark_jobs.kafka_source import KafkaSource
+from spark_jobs.kafka_source import read_metrics, source_options
 from spark_jobs.records import RECORD
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
@@ -40,9 +42,11 @@ def scrape(source: str, ts_ms: int, n: int) -> bytes:
     return encode(Batch("prod", source, ts_ms, samples))
 
 
-def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **options) -> tuple[list, dict]:
-    """One Trigger.AvailableNow run; returns the rows of every micro-batch and the last end offset."""
-    spark.dataSource.register(KafkaSource)
+def run_available_now(broker, topic: str, checkpoint, dead_dir=None, per_batch=None) -> tuple[list, dict]:
+    """One Trigger.AvailableNow run of the source as ``kobs stream`` configures it; returns the rows of every
+    micro-batch and the last end offsets (partition -> offset)."""
+    from pyspark.sql import SparkSession
+
     batches: list = []
 
     def collect(df, batch_id):
@@ -52,11 +56,14 @@ def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **op
         batches.append((batch_id, df.collect()))
         df.unpersist()
 
-    reader = spark.readStream.format("kobs-kafka").option("bootstrap.servers", broker.bootstrap)
-    for key, value in {"topic": topic, **options}.items():
-        reader = reader.option(key, value)
+    config = Config.model_validate(
+        {
+            "clusters": [{"name": "prod", "bootstrap_servers": [broker.bootstrap]}],
+            "metrics_topic": {"name": topic, "max_records_per_batch": per_batch},
+        }
+    )
     query = (
-        reader.load()
+        read_metrics(SparkSession.getActiveSession(), source_options(config))
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
@@ -64,7 +71,7 @@ def run_available_now(spark, broker, topic: str, checkpoint, dead_dir=None, **op
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    return batches, json.loads(query.lastProgress["sources"][0]["endOffset"])
+    return batches, json.loads(query.lastProgress["sources"][0]["endOffset"])[topic]
 
 
 def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_path):
@@ -76,9 +83,7 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_p
          (1, scrape("jmx/broker-2", 3000, 1)), (0, scrape("jmx/broker-1", 4000, 4))],
     )  # fmt: skip
     dead_dir = tmp_path / "dead"
-    batches, end = run_available_now(
-        spark, kafka_cluster, topic, tmp_path / "cp", dead_dir, maxRecordsPerBatch=2, maxTasks=1
-    )  # one task reads both partitions
+    batches, end = run_available_now(kafka_cluster, topic, tmp_path / "cp", dead_dir, per_batch=2)
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
     rows = [r for _, rows in batches for r in rows]
@@ -93,9 +98,10 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_p
         (r.ts.timestamp(), r.labels["partition"], r.value) for r in samples if r.source == "jmx/broker-2"
     )
     assert broker2 == [(2.0, "0", 0.0), (2.0, "1", 1.0), (3.0, "0", 0.0)]
-    assert end["offsets"] == {"0": 3, "1": 2} and end["resets"] == 0
-    # Limit 2 shared by what waits (3 and 2 records): batch 0 takes offset 0 of each partition (1 + 1 by
-    # remainder), batch 1 offset 1 of each, so the bad record (partition 0, offset 1) is batch 1's.
+    assert end == {"0": 3, "1": 2}
+    # Spark shares maxOffsetsPerTrigger 2 in proportion to what waits (3 and 2 records: 1.2 and 0.8, a
+    # share below 1 rounded up, above it down): batch 0 takes offset 0 of each partition, batch 1 offset 1
+    # of each, so the bad record (partition 0, offset 1) is batch 1's.
     written = [
         json.loads(line) for f in dead_dir.glob("batch=*/part-*.json") for line in f.read_text().splitlines()
     ]
@@ -110,11 +116,11 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     topic = create_topic(kafka_cluster, 1)
     checkpoint = tmp_path / "cp"
     produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
-    first, _ = run_available_now(spark, kafka_cluster, topic, checkpoint)
+    first, _ = run_available_now(kafka_cluster, topic, checkpoint)
     assert sorted(r.offset for _, rows in first for r in rows if r.name == RECORD) == [0, 1]
 
     produce(kafka_cluster, topic, [(0, scrape("a", 3000, 1))])
-    second, _ = run_available_now(spark, kafka_cluster, topic, checkpoint)
+    second, _ = run_available_now(kafka_cluster, topic, checkpoint)
     assert [r.offset for _, rows in second for r in rows if r.name == RECORD] == [2]  # only the new one
 
     # Deleted and created again with two partitions: offsets start over at 0, below the checkpoint's 3.
@@ -122,7 +128,9 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     admin.delete_topics([topic])[topic].result(10)
     create_topic(kafka_cluster, 2, topic)
     produce(kafka_cluster, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
-    third, end = run_available_now(spark, kafka_cluster, topic, checkpoint)
+    third, end = run_available_now(kafka_cluster, topic, checkpoint)
     rows = [r for _, rows in third for r in rows if r.name != RECORD]
-    assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 0, 0), ("b", 1, 0), ("b", 1, 0)]
-    assert end["resets"] == 1 and end["offsets"] == {"0": 1, "1": 1}
+    # Spark's source (failOnDataLoss false) warns and goes on: partition 0 resumes at the new end offset (its
+    # record at offset 0, below the checkpoint's 3, is skipped); the new partition 1 is read from its start.
+    assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 1, 0), ("b", 1, 0)]
+    assert end == {"0": 1, "1": 1}

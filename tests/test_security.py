@@ -30,8 +30,7 @@ from peers import kafka_tools
 from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
-from spark_jobs.kafka_source import KafkaSource
-from spark_jobs.stream import source_options
+from spark_jobs.kafka_source import read_metrics, source_options
 
 pytestmark = pytest.mark.peers
 
@@ -209,14 +208,11 @@ def test_spark_source_reads_what_the_publisher_wrote_through(secure, spark, name
         assert publisher.close(20)
     assert publisher.stats.sent == len(batches) and publisher.stats.spooled == 0
 
-    spark.dataSource.register(KafkaSource)
     rows: list = []
     options = source_options(config)  # what kobs stream passes: bootstrap and kafka.* security settings
     assert options["kafka.security.protocol"] == security["protocol"]
     query = (
-        spark.readStream.format("kobs-kafka")
-        .options(**options)
-        .load()
+        read_metrics(spark, options)
         .writeStream.foreachBatch(lambda df, _id: rows.extend(df.collect()))
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -230,6 +226,7 @@ def test_spark_source_reads_what_the_publisher_wrote_through(secure, spark, name
     query.explain(extended=True)
     shown = str(query.lastProgress) + capsys.readouterr().out
     assert secret not in shown  # what Spark shows of the source leaves the password out
+    assert "PRIVATE KEY" not in shown  # and the client key, which Java's client takes as a value
 
 
 def test_a_wrong_scram_password_is_one_line_naming_the_cause(secure, tmp_path, monkeypatch):
