@@ -166,3 +166,69 @@ def test_a_bad_configuration_is_one_line_in_the_page_and_in_kobs_app(tmp_path, m
     )
     assert done.returncode == 2 and done.stderr.startswith(f"kobs: config error in {bad}: ")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+class _Misbehaving:
+    """What a broken proxy in front of Prometheus, or a URL pointing at something else, answers: an HTTP
+    server on 127.0.0.1 sending one fixed reply. A stand-in: a real Prometheus never sends these."""
+
+    def __init__(self, status: int, body: bytes, content_type: str):
+        import http.server
+        import threading
+
+        reply = (status, body, content_type)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                code, content, kind = reply
+                self.send_response(code)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+HTML_503 = b"<html><body><h1>503 Service Temporarily Unavailable</h1>nginx</body></html>"
+BAD_ANSWERS = {
+    "a proxy's 503 page": (503, HTML_503, "text/html"),
+    "a proxy's 400 page": (400, b"<html>400 Bad Request</html>", "text/html"),
+    "JSON without data": (200, b'{"status": "success"}', "application/json"),
+    "a non-numeric value": (
+        200,
+        b'{"status":"success","data":{"resultType":"vector","result":'
+        b'[{"metric":{"broker":"1"},"value":[1700000000,"many"]}]}}',
+        "application/json",
+    ),
+    "an HTML page with 200": (200, b"<html>Grafana login</html>", "text/html"),
+}
+
+
+@pytest.mark.parametrize("answer", BAD_ANSWERS)
+def test_a_bad_answer_is_one_line_naming_the_url_in_the_client_and_on_every_live_page(
+    answer, tmp_path, monkeypatch
+):
+    with _Misbehaving(*BAD_ANSWERS[answer]) as server:
+        with pytest.raises(PrometheusUnavailable) as raised:
+            PrometheusClient(server.url).instant("kobs_broker_up")
+        message = str(raised.value)
+        assert message.startswith(f"Prometheus at {server.url} ") and "\n" not in message
+        monkeypatch.setenv("KOBS_CONFIG", str(write_config(tmp_path / "kobs.yaml", server.url, tmp_path)))
+        for page in ("health", "lag", "producers"):
+            at = open_page(page)  # asserts no exception (traceback) on the page
+            (error,) = [e.value for e in at.error]
+            assert error.startswith(f"Prometheus at {server.url} ") and "\n" not in error, page
