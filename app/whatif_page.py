@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs t
 
 from app import ui
 from app.capacity.failure import Producer, lose_brokers, stalled_members
-from app.capacity.model import ACKS, MIB, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import allocate, parse_load
 from app.capacity.sizing import Demand, grow, size
 from app.cluster import live_placement
@@ -136,7 +136,7 @@ def show_failure(wl: Workload, assignment: Assignment) -> None:
     min_isr = cols[1].number_input("min.insync.replicas", min_value=0, value=1, key="min_isr")
     rate = cols[2].number_input("Producer MiB/s over all partitions", value=1.0, key="rate")
     keyed = cols[3].toggle("Keyed records", value=True, key="keyed")
-    producer = Producer("producer", rate * MIB, wl.acks, keyed)
+    producer = Producer.from_mib("producer", rate, wl.acks, keyed)
     impact = lose_brokers(assignment, lost, min_isr, [producer])
     st.write(f"Offline partitions: **{list(impact.offline) or 'none'}**")
     st.write(f"Under min ISR: **{list(impact.under_min_isr) or 'none'}**")

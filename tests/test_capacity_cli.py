@@ -121,6 +121,16 @@ def test_size_reports_growth(capsys):
         (["size", "--headroom", "1.5"], "--headroom"),
         (["broker-failure", "--broker", "7"], "--broker"),
         (["quota", "--limit-mbps", "0", "--broker", "0=1:1"], "--limit-mbps"),
+        # Not numbers the model can work with: once tracebacks (OverflowError) or a silent nan answer.
+        (["throughput", "--nic-gbps", "inf"], "--nic-gbps"),
+        (["throughput", "--disk-mbps", "1e308"], "--disk-mbps"),
+        (["throughput", "--nic-gbps", "1e-320"], "--nic-gbps"),
+        (["size", "--ingress-mbps", "inf"], "--ingress-mbps"),
+        (["size", "--retention-hours", "1e308"], "--retention-hours"),
+        (["size", "--ingress-mbps", "1e-320"], "--ingress-mbps"),
+        (["throughput", "--what-if", "disk-mbps=nan"], "--disk-mbps"),
+        (["quota", "--limit-mbps", "nan", "--broker", "0=1:1"], "--limit-mbps"),
+        (["quota", "--limit-mbps", "10", "--broker", "0=1:inf"], "--broker"),
     ],
 )
 def test_bad_input_names_the_option_and_exits_2(capsys, args, option):
@@ -129,11 +139,12 @@ def test_bad_input_names_the_option_and_exits_2(capsys, args, option):
     assert err.startswith(f"kobs whatif: {option}: ")
 
 
-def test_malformed_values_are_refused_by_the_parser(capsys):
+@pytest.mark.parametrize("rate", ["-1", "nan", "inf", "1e-320", "1e308"])
+def test_malformed_values_are_refused_by_the_parser(capsys, rate):
     with pytest.raises(SystemExit) as exc:
-        main(["whatif", "broker-failure", "--broker", "1", "--producer", "web=-1"])
+        main(["whatif", "broker-failure", "--broker", "1", "--producer", f"web={rate}"])
     assert exc.value.code == 2
-    assert "argument --producer: 'web=-1'" in capsys.readouterr().err
+    assert f"argument --producer: 'web={rate}': producer web: MiB/s " in capsys.readouterr().err
 
 
 def test_table_output_and_help_through_the_entry_point():

@@ -105,7 +105,9 @@ def test_broker_failure_names_the_group_members_that_stall():
         "consumer-2 (partitions 9), consumer-3 (partitions 12, 15)"
     )
     at.number_input(key="rate").set_value(-1.0).run()
-    assert [e.value for e in at.error] == ["bytes per s: producer producer: rate must not be negative"]
+    assert [e.value for e in at.error] == [
+        "bytes per s: producer producer: MiB/s must not be negative, got -1.0"
+    ]
 
 
 def test_placement_follows_kafkas_worked_example():

@@ -222,9 +222,9 @@ def _producer_arg(text: str) -> Producer:
         unknown = set(options) - {"acks", "unkeyed", "buffer-mb"}
         if not name or unknown:
             raise ValueError
-        buffer = float(options.get("buffer-mb", DEFAULT_BUFFER_MEMORY / MIB)) * MIB
+        buffer_mib = float(options.get("buffer-mb", DEFAULT_BUFFER_MEMORY / MIB))
         acks = "all" if options.get("acks") == "-1" else str(options.get("acks", "1"))
-        return Producer(name, float(rate) * MIB, acks, not options.get("unkeyed"), (), int(buffer))  # type: ignore[arg-type]
+        return Producer.from_mib(name, float(rate), acks, not options.get("unkeyed"), buffer_mib)  # type: ignore[arg-type]
     except (ValueError, CapacityError) as exc:
         reason = (
             getattr(exc, "message", str(exc)) or "write it like web=5 or web=5:acks=all:unkeyed:buffer-mb=64"

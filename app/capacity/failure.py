@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from app.capacity.model import ACKS, MIB, Acks, CapacityError
+from app.capacity.model import ACKS, MIB, Acks, CapacityError, check_number
 from common.placement import Assignment
 
 DEFAULT_BUFFER_MEMORY = 32 * MIB
@@ -30,13 +30,20 @@ class Producer:
     partitions: tuple[int, ...] = ()
     buffer_memory: int = DEFAULT_BUFFER_MEMORY
 
+    @classmethod
+    def from_mib(
+        cls, name: str, mib_per_s: float, acks: Acks = "1", keyed: bool = True, buffer_mib: float = 32.0
+    ) -> Producer:
+        """A producer as people write it: MiB/s and a buffer in MiB, checked in those units."""
+        check_number("bytes_per_s", mib_per_s, allow_zero=True, label=f"producer {name}: MiB/s ")
+        check_number("buffer_memory", buffer_mib, label=f"producer {name}: buffer MiB ")
+        return cls(name, mib_per_s * MIB, acks, keyed, (), int(buffer_mib * MIB))
+
     def __post_init__(self) -> None:
-        if self.bytes_per_s < 0:
-            raise CapacityError("bytes_per_s", f"producer {self.name}: rate must not be negative")
+        check_number("bytes_per_s", self.bytes_per_s, allow_zero=True, label=f"producer {self.name}: rate ")
         if self.acks not in ACKS:
             raise CapacityError("acks", f"producer {self.name}: must be one of 0, 1, all, got {self.acks!r}")
-        if self.buffer_memory <= 0:
-            raise CapacityError("buffer_memory", f"producer {self.name}: must be greater than 0")
+        check_number("buffer_memory", self.buffer_memory, label=f"producer {self.name}: buffer ")
 
 
 @dataclass(frozen=True)

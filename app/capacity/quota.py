@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from app.capacity.model import CapacityError
+from app.capacity.model import CapacityError, check_number
 
 BUSY = 0.8  # a broker using 80 % of its base share counts as busy; shares within 80 % of each other are even
 GROWTH = 0.1  # extra share (of the busiest's) a quieter broker may grow into before the next round
@@ -35,13 +35,12 @@ def allocate(
     limit_mbps: float, brokers: Mapping[int, BrokerLoad], storage_full: bool = False
 ) -> QuotaAllocation:
     """Split ``limit_mbps`` over ``brokers``; a full instance blocks producing (consuming goes on)."""
-    if limit_mbps <= 0:
-        raise CapacityError("limit_mbps", f"must be greater than 0, got {limit_mbps!r}")
+    check_number("limit_mbps", limit_mbps)
     if not brokers:
         raise CapacityError("broker", "no brokers given — pass at least one ID=PARTITIONS:TRAFFIC_MBPS")
     for b, load in brokers.items():
-        if load.partitions < 0 or load.traffic_mbps < 0:
-            raise CapacityError("broker", f"broker {b}: partitions and traffic must not be negative")
+        check_number("broker", load.partitions, allow_zero=True, label=f"broker {b}: partitions ")
+        check_number("broker", load.traffic_mbps, allow_zero=True, label=f"broker {b}: traffic ")
     total_partitions = sum(load.partitions for load in brokers.values())
     if total_partitions == 0:
         raise CapacityError("broker", "the brokers hold no partitions — give at least one a partition count")
