@@ -29,9 +29,10 @@ from collectors.publisher import Publisher, PublisherStats
 from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
 from collectors.topic import TopicError
-from common.config import Config
+from common.config import Config, ConfigError
 from common.kafka_clients import AccessError, check_config_access
 from common.logs import configure_logging
+from common.serving import check_free
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,10 @@ RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a crashed collecto
 
 
 def run_collect(config: Config, once: bool) -> int:
-    return _collect(config, once=True) if once else supervise(config)
+    if once:
+        return _collect(config, once=True)
+    check_free(config.sinks.self_metrics_address, "sinks.self_metrics_address")  # before any child starts
+    return supervise(config)
 
 
 def supervise(config: Config) -> int:
@@ -120,7 +124,12 @@ def _collect(config: Config, once: bool, restarts: int = 0, stop: threading.Even
         return 0 if any(job.succeeded for job in jobs) else 1
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    server = metrics.serve(config.sinks.self_metrics_address)
+    try:
+        server = metrics.serve(config.sinks.self_metrics_address)
+    except ConfigError as exc:  # the address is taken since the supervisor checked it
+        publisher.close(timeout_s=0)
+        print(f"kobs collect: {exc}", file=sys.stderr)
+        return 2
     log.info("collecting %d sources; self-metrics on %s", len(jobs), config.sinks.self_metrics_address)
     try:
         scheduler.run(stop)

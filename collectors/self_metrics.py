@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from collectors.publisher import Publisher
+from common.serving import serve_metrics
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -67,6 +68,5 @@ class SelfMetrics:
 
     def serve(self, address: str):
         """Serve ``/metrics`` on ``host:port``; returns the server (``shutdown()`` stops it)."""
-        host, port = address.rsplit(":", 1)
-        server, _thread = start_http_server(int(port), host.strip("[]"), registry=self.registry)
+        server, _thread = serve_metrics(address, self.registry, "sinks.self_metrics_address")
         return server

@@ -324,6 +324,14 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"config error: file {path} not found — pass an existing file to --config"
         ) from None
+    except IsADirectoryError:
+        raise ConfigError(f"config error: {path} is a directory — pass a YAML file to --config") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config error in {path}: not UTF-8 text (byte {exc.start}) — is it the YAML configuration?"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"config error: cannot read {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -355,12 +363,23 @@ def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any
             elif not isinstance(node, dict):
                 raise ConfigError(f"config error: {name}: {'.'.join(path[:i])} is not a mapping")
             if last:
-                node[part] = yaml.safe_load(text)
+                node[part] = _env_value(name, text)
             else:
                 if isinstance(node, dict) and part not in node:
                     node[part] = {}
                 node = node[part]
     return doc
+
+
+def _env_value(name: str, text: str) -> Any:
+    """A ``KOBS__`` variable's value, parsed as YAML (``5``, ``[a, b]``, ``{k: v}``, ``true``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(
+            f"config error: {name}={text!r}: {problem} — quote it, or write a YAML value like 5, [a, b]"
+        ) from None
 
 
 def _all_keys() -> set[str]:

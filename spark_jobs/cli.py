@@ -56,8 +56,12 @@ def _positive(text: str) -> float:
     return value
 
 
-def _raise_interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: unwinds like Ctrl-C (stopping the query, Spark and the exporter), then exits 0."""
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise Terminated
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,5 +70,8 @@ def run(args: argparse.Namespace) -> int:
     check_access(metrics, "metrics_topic")  # a refused login or certificate: one line, before Spark starts
     from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C
-    return run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port)
+    signal.signal(signal.SIGTERM, _terminate)  # `kill PID` (a service manager's stop) stops cleanly
+    try:
+        return run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port)
+    except Terminated:
+        return 0

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +25,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from common import jars
 from common.config import Config
+from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
@@ -129,11 +130,10 @@ def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]
 @contextmanager
 def exporter(address: str, *collectors: Collector) -> Iterator[None]:
     """Serve ``collectors`` on ``host:port`` (their own registry, not the process-wide one) until exit."""
-    host, port = address.rsplit(":", 1)
     registry = CollectorRegistry()
     for collector in collectors:
         registry.register(collector)
-    server, thread = start_http_server(int(port), host, registry)
+    server, thread = serve_metrics(address, registry, "sinks.exporter_address")
     try:
         yield
     finally:
@@ -157,33 +157,39 @@ def run_stream(
     """
     tune_gc()
     jobs = pipeline(config)
-    spark = spark_session(master, ui_port)
+    served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
+    with exporter(config.sinks.exporter_address, served):  # a taken address fails before Spark starts
+        print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
+        spark = spark_session(master, ui_port)
+        try:
+            return _run_queries(spark, config, jobs, trigger_s, available_now)
+        finally:
+            spark.stop()
+
+
+def _run_queries(
+    spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None, available_now: bool
+) -> int:
+    """Start the query, and again after each failure (see :func:`run_stream`)."""
     wait_s = RESTART_BACKOFF_S[0]
-    try:
-        with exporter(
-            config.sinks.exporter_address, DerivedCollector(jobs, ExpositionPolicy.from_config(config))
-        ):
-            print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
-            while True:
-                query = start_query(spark, config, jobs, trigger_s, available_now)
-                started_s = time.monotonic()
-                try:
-                    query.awaitTermination()
-                    return 0
-                except StreamingQueryException as exc:
-                    if available_now:
-                        print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
-                        return 1
-                    if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
-                        wait_s = RESTART_BACKOFF_S[0]
-                    log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
-                finally:
-                    query.stop()
-                jobs.health.query_restarts += 1
-                time.sleep(wait_s)
-                wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
-    finally:
-        spark.stop()
+    while True:
+        query = start_query(spark, config, jobs, trigger_s, available_now)
+        started_s = time.monotonic()
+        try:
+            query.awaitTermination()
+            return 0
+        except StreamingQueryException as exc:
+            if available_now:
+                print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
+                return 1
+            if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
+                wait_s = RESTART_BACKOFF_S[0]
+            log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
+        finally:
+            query.stop()
+        jobs.health.query_restarts += 1
+        time.sleep(wait_s)
+        wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
 
 
 def _first_line(exc: Exception) -> str:

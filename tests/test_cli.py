@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 KOBS = str(Path(sys.executable).with_name("kobs"))
 SUBCOMMANDS = ["demo", "collect", "simulate", "stream", "whatif", "dashboards", "alerts", "app", "bench"]
@@ -48,3 +50,23 @@ def test_bad_config_is_one_line_naming_the_key_and_exits_non_zero(tmp_path):
 def test_unknown_subcommand_is_refused():
     result = kobs("frobnicate")
     assert result.returncode == 2 and "invalid choice: 'frobnicate'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "key"), [("collect", "self_metrics_address"), ("stream", "exporter_address")]
+)
+def test_a_taken_port_is_one_line_naming_the_key_before_anything_starts(tmp_path, command, key):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        path = tmp_path / "kobs.yaml"
+        sinks = {"run_dir": str(tmp_path / "run"), key: address}
+        cluster = {"name": "a", "bootstrap_servers": ["127.0.0.1:9"]}
+        path.write_text(yaml.safe_dump({"clusters": [cluster], "sinks": sinks}))
+        result = kobs(command, "--config", str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kobs: config error: sinks.{key} {address} is in use (another kobs process?) — stop what listens "
+        "there or choose another port"
+    ]

@@ -170,3 +170,22 @@ def test_a_cluster_without_admin_access_is_watched_through_its_other_sources(tmp
 def test_missing_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml", environ={})
+
+
+def test_a_file_that_is_not_text_or_not_a_file_is_one_line(tmp_path):
+    binary = tmp_path / "kobs.yaml"
+    binary.write_bytes(b"\xc8\x00\xff binary")
+    for path, message in (
+        (binary, f"config error in {binary}: not UTF-8 text (byte 0)"),
+        (tmp_path, f"config error: {tmp_path} is a directory — pass a YAML file to --config"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            load_config(path, environ={})
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_an_environment_override_that_is_not_yaml_names_the_variable(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, environ={"KOBS__INTERVALS__METRICS_S": "[1, 2"})
+    assert str(info.value).startswith("config error: KOBS__INTERVALS__METRICS_S='[1, 2': ")
+    assert "\n" not in str(info.value)
