@@ -19,6 +19,10 @@ from cryptography.hazmat.primitives import serialization
 from common.config import Cluster, Config, ConfigError, Security, secret
 
 SECRET_KEYS = ("sasl.password", "ssl.key.password")
+# librdkafka's own log lines up to CRIT only: while a cluster is unreachable each client logs a FAIL line per
+# connection attempt (about 90 a second in kobs collect). The same errors reach the code (error callbacks,
+# exceptions), which logs one line per change of state; ``kobs -v`` shows librdkafka's lines again.
+LIBRDKAFKA_LOG_LEVEL = 2
 log = logging.getLogger(__name__)
 
 
@@ -29,6 +33,7 @@ def client_settings(
     settings: dict[str, Any] = {
         "bootstrap.servers": ",".join(servers),
         "security.protocol": security.protocol,
+        "log_level": LIBRDKAFKA_LOG_LEVEL if not log.isEnabledFor(logging.DEBUG) else 7,
     }
     optional = {
         "sasl.mechanism": security.sasl_mechanism,

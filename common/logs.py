@@ -12,4 +12,12 @@ def configure_logging(verbose: bool = False) -> None:
     )
     for chatty in ("kazoo.client", "py4j"):  # connection chatter, not news
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_not_py4j_on_root)
     logging.getLogger("jmxquery").setLevel(logging.CRITICAL)  # the JMX source reports its failures itself
+
+
+def _not_py4j_on_root(record: logging.LogRecord) -> bool:
+    """py4j logs a lost connection to Spark's JVM (a stop, a JVM gone) on the root logger, traceback and
+    all, at INFO: chatter like the rest of py4j's, whose own logger is turned down above."""
+    return not (record.name == "root" and "py4j" in record.pathname and record.levelno < logging.WARNING)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
 from pathlib import Path
 
 from common.config import load_config
@@ -56,22 +57,21 @@ def _positive(text: str) -> float:
     return value
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM: unwinds like Ctrl-C (stopping the query, Spark and the exporter), then exits 0."""
-
-
-def _terminate(_signum: int, _frame: object) -> None:
-    raise Terminated
-
-
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     metrics = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
     check_access(metrics, "metrics_topic")  # a refused login or certificate: one line, before Spark starts
     from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
 
-    signal.signal(signal.SIGTERM, _terminate)  # `kill PID` (a service manager's stop) stops cleanly
-    try:
-        return run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port)
-    except Terminated:
-        return 0
+    # SIGTERM (a service manager's stop) and Ctrl-C only ask the query to stop; kobs stops it between two
+    # calls into Spark, so nothing is torn mid-call. Exit code 0 for SIGTERM, 130 for Ctrl-C.
+    stop, received = threading.Event(), []
+
+    def request_stop(signum: int, _frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+    code = run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port, stop)
+    return 130 if signal.SIGINT in received else code

@@ -9,16 +9,19 @@ read from Kafka once). The derived metrics are served from a dedicated
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
+from py4j.protocol import Py4JError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -90,12 +93,25 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         .appName(app)
         .config("spark.jars", ",".join(str(jar) for jar in jars.jars("spark-kafka")))
         .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
+        .config("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT_S}s")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", ui_port is not None)
     )
     if ui_port is not None:
         builder = builder.config("spark.ui.port", ui_port)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    quiet_kafka_client(session)
+    return session
+
+
+def quiet_kafka_client(spark: SparkSession) -> None:
+    """Keep Kafka's Java client (Spark's Kafka source) to errors in the driver's log: while the metrics topic
+    is unreachable it warns on every connection attempt, about once a second for as long as it lasts. The
+    query's own failures and restarts are logged by ``kobs stream``."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.kafka", jvm.org.apache.logging.log4j.Level.ERROR
+    )
 
 
 def start_query(
@@ -146,9 +162,15 @@ RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a failed query aga
 
 
 def run_stream(
-    config: Config, master: str, trigger_s: float | None, available_now: bool, ui_port: int | None = None
+    config: Config,
+    master: str,
+    trigger_s: float | None,
+    available_now: bool,
+    ui_port: int | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Run until the query ends (``available_now``) or Ctrl-C; stop the exporter and Spark either way.
+    """Run until the query ends (``available_now``) or ``stop`` is set (kobs stream sets it on SIGTERM and
+    Ctrl-C); stop the query, Spark and the exporter either way.
 
     A query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
     started again from its checkpoint after a wait that doubles up to a minute, the exporter serving the
@@ -156,27 +178,46 @@ def run_stream(
     ``available_now`` a failure ends the run with exit code 1.
     """
     tune_gc()
+    stop = stop or threading.Event()
     jobs = pipeline(config)
     served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
     with exporter(config.sinks.exporter_address, served):  # a taken address fails before Spark starts
         print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
         spark = spark_session(master, ui_port)
         try:
-            return _run_queries(spark, config, jobs, trigger_s, available_now)
+            return _run_queries(spark, config, jobs, trigger_s, available_now, stop)
+        except (Py4JError, ConnectionError):
+            if not stop.is_set():
+                raise
+            return 0  # the JVM got the stop signal too (a service manager signals every process) and is gone
         finally:
-            spark.stop()
+            with contextlib.suppress(Py4JError, ConnectionError):
+                spark.stop()
+
+
+STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
+STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
 
 def _run_queries(
-    spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None, available_now: bool
+    spark: SparkSession,
+    config: Config,
+    jobs: Pipeline,
+    trigger_s: float | None,
+    available_now: bool,
+    stop: threading.Event,
 ) -> int:
-    """Start the query, and again after each failure (see :func:`run_stream`)."""
+    """Start the query, and again after each failure, until it ends or ``stop`` is set (see
+    :func:`run_stream`). The signal only sets ``stop``: the query is stopped from here, never interrupted
+    in the middle of a call into Spark's JVM."""
     wait_s = RESTART_BACKOFF_S[0]
-    while True:
+    while not stop.is_set():
         query = start_query(spark, config, jobs, trigger_s, available_now)
         started_s = time.monotonic()
         try:
-            query.awaitTermination()
+            while not query.awaitTermination(STOP_POLL_S):
+                if stop.is_set():
+                    return 0
             return 0
         except StreamingQueryException as exc:
             if available_now:
@@ -186,10 +227,23 @@ def _run_queries(
                 wait_s = RESTART_BACKOFF_S[0]
             log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
         finally:
-            query.stop()
+            _stop(query)
         jobs.health.query_restarts += 1
-        time.sleep(wait_s)
+        stop.wait(wait_s)
         wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
+    return 0
+
+
+def _stop(query: StreamingQuery) -> None:
+    """Stop ``query``; one that does not stop within ``STOP_TIMEOUT_S`` (its micro-batch waiting on a broker
+    that does not answer) is left behind with a warning, so stopping kobs stream takes seconds, whatever
+    the peers do."""
+    try:
+        query.stop()
+    except (Py4JError, ConnectionError):
+        raise  # the JVM is gone: run_stream decides
+    except Exception as exc:  # Spark's TimeoutException, as whatever py4j makes of it
+        log.warning("the query did not stop within %d s (%s); leaving it", STOP_TIMEOUT_S, _first_line(exc))
 
 
 def _first_line(exc: Exception) -> str:
