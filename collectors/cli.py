@@ -29,7 +29,7 @@ from collectors.publisher import Publisher, PublisherStats
 from collectors.scheduler import Job, Scheduler, build_jobs
 from collectors.self_metrics import SelfMetrics
 from collectors.topic import TopicError
-from common.config import Config, ConfigError
+from common.config import Config, ConfigError, require_secrets
 from common.kafka_clients import AccessError, check_config_access
 from common.logs import configure_logging
 from common.serving import check_free
@@ -48,6 +48,7 @@ RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a crashed collecto
 
 
 def run_collect(config: Config, once: bool) -> int:
+    require_secrets(config)  # every secret the sources need, before any of them connects
     if once:
         return _collect(config, once=True)
     check_free(config.sinks.self_metrics_address, "sinks.self_metrics_address")  # before any child starts

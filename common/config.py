@@ -307,6 +307,26 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"config error in {where}: {_describe(exc)}") from None
 
 
+def require_secrets(config: Config, environ: Mapping[str, str] | None = None) -> None:
+    """ConfigError naming the first ``*_env`` key whose environment variable is unset, before anything
+    connects (otherwise a missing secret shows only when its client is built, after other work began)."""
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, BaseModel):
+            for name in type(node).model_fields:
+                value = getattr(node, name)
+                key = f"{where}.{name}" if where else name
+                if name.endswith("_env") and isinstance(value, str):
+                    secret(value, key, environ)
+                else:
+                    walk(value, key)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{where}[{getattr(item, 'name', i)}]")
+
+    walk(config, "")
+
+
 def secret(environ_name: str | None, key: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The value of a secret named by an ``*_env`` key; a clear error when the variable is unset."""
     if environ_name is None:

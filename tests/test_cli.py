@@ -70,3 +70,20 @@ def test_a_taken_port_is_one_line_naming_the_key_before_anything_starts(tmp_path
         f"kobs: config error: sinks.{key} {address} is in use (another kobs process?) — stop what listens "
         "there or choose another port"
     ]
+
+
+def test_a_missing_secret_is_one_line_before_any_connection(tmp_path):
+    path = tmp_path / "kobs.yaml"
+    cluster = {
+        "name": "a",
+        "bootstrap_servers": ["127.0.0.1:9"],
+        "jmx": [{"broker_id": 1, "address": "127.0.0.1:8"}],
+        "jmx_auth": {"username": "u", "password_env": "KOBS_TEST_UNSET_JMX_PASSWORD"},
+    }
+    path.write_text(yaml.safe_dump({"clusters": [cluster], "sinks": {"run_dir": str(tmp_path / "run")}}))
+    result = kobs("collect", "--config", str(path), "--once")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [  # no connection error before it (113 lines once)
+        "kobs: config error: clusters[a].jmx_auth.password_env names environment variable "
+        "KOBS_TEST_UNSET_JMX_PASSWORD, which is not set"
+    ]

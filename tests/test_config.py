@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from collectors.scheduler import build_jobs
-from common.config import Config, ConfigError, load_config
+from common.config import Config, ConfigError, load_config, require_secrets
 from common.kafka_clients import cluster_settings, redact
 
 REFERENCE = Path(__file__).parents[1] / "docs" / "reference-config.yaml"
@@ -189,3 +189,24 @@ def test_an_environment_override_that_is_not_yaml_names_the_variable(tmp_path):
         load_config(None, environ={"KOBS__INTERVALS__METRICS_S": "[1, 2"})
     assert str(info.value).startswith("config error: KOBS__INTERVALS__METRICS_S='[1, 2': ")
     assert "\n" not in str(info.value)
+
+
+def test_every_missing_secret_is_named_before_anything_connects(tmp_path):
+    """A secret is read when its client is built; ``require_secrets`` reads them all at start."""
+    text = (
+        "clusters:\n"
+        "- {name: a, bootstrap_servers: ['127.0.0.1:9'], jmx: [{broker_id: 1, address: '127.0.0.1:8'}],\n"
+        "   jmx_auth: {username: u, password_env: A_JMX}}\n"
+        "- {name: b, bootstrap_servers: ['127.0.0.1:9'], security: {protocol: SASL_PLAINTEXT,\n"
+        "   sasl_mechanism: PLAIN, sasl_username: u, sasl_password_env: B_SASL}}\n"
+    )
+    config = load_config(write(tmp_path, text), environ={})
+    for environ, key, variable in (
+        ({}, "clusters[a].jmx_auth.password_env", "A_JMX"),
+        ({"A_JMX": "x"}, "clusters[b].security.sasl_password_env", "B_SASL"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            require_secrets(config, environ)
+        unset = f"config error: {key} names environment variable {variable}, which is not set"
+        assert str(info.value) == unset
+    require_secrets(config, {"A_JMX": "x", "B_SASL": "y"})
