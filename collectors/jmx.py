@@ -18,15 +18,18 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
-from jmxquery import JMXConnection, JMXQuery
+from jmxquery import JAR_PATH, JMXQuery
 
 from collectors.mapping import DEFAULT_MAPPING, Series, canonical_samples
 from collectors.source import Scrape, now_ms
 from common.contract import Batch
+from common.java import quoted
 
 # Bean patterns and the attribute read from each: gauges' Value, meters' and timers' Count, the request
 # timers' Mean. jmxquery makes two RMI calls per matching bean and attribute, so the families that grow with
@@ -100,14 +103,23 @@ def series_name(object_name: str, attribute: str) -> tuple[str, dict[str, str]]:
     return _NOT_NAME.sub("_", raw.lower()), labels
 
 
-def jmx_series(results: Iterable[JMXQuery]) -> list[Series]:
-    """Exporter-style series of jmxquery results; non-numeric attributes (``RateUnit``, ...) are left out."""
+class Reading(NamedTuple):
+    """One bean attribute's value as the query JVM reports it (``attribute_key``: a composite's key)."""
+
+    bean: str
+    attribute: str
+    attribute_key: str | None
+    value: object
+
+
+def jmx_series(readings: Iterable[Reading]) -> list[Series]:
+    """Exporter-style series of query readings; non-numeric attributes (``RateUnit``, ...) are left out."""
     series = []
-    for result in results:
-        value = result.value
+    for reading in readings:
+        value = reading.value
         if isinstance(value, int | float) and not isinstance(value, bool):
-            attribute = result.attribute + (f"_{result.attributeKey}" if result.attributeKey else "")
-            name, labels = series_name(result.mBeanName, attribute)
+            attribute = reading.attribute + (f"_{reading.attribute_key}" if reading.attribute_key else "")
+            name, labels = series_name(reading.bean, attribute)
             series.append((name, labels, float(value)))
     return series
 
@@ -118,24 +130,35 @@ class JmxError(Exception):
 
 def query(
     address: str, queries: Iterable[str], timeout_s: float, credentials: tuple[str, str] | None = None
-) -> list[JMXQuery]:
-    """Run the queries against ``host:port`` in one jmxquery call, logged in with ``credentials`` (user,
-    password) when given; JmxError with the reason on failure."""
-    connection = JMXConnection(f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi", *(credentials or ()))
-    started = time.monotonic()
-    try:
-        found = connection.query([JMXQuery(q) for q in queries], timeout=timeout_s)
-    except subprocess.CalledProcessError as exc:  # the query JVM reports {"error": ..., "message": ...}
-        raise JmxError(_jar_error(exc.output or b"", exc.stderr or b"")) from None
-    except AttributeError as exc:  # jmxquery 0.6 fails this way when its JVM times out without output
-        if isinstance(exc.__context__, subprocess.TimeoutExpired):
+) -> list[Reading]:
+    """Run the queries against ``host:port`` in one run of jmxquery's query JVM, logged in with
+    ``credentials`` (user, password) when given; JmxError with the reason on failure.
+
+    The JVM's arguments go in an argument file only this user can read (the ``java`` launcher's
+    ``@file``, deleted after the run), so the JMX password never shows on a command line (``ps``).
+    """
+    args = ["-jar", JAR_PATH, "-url", f"service:jmx:rmi:///jndi/rmi://{address}/jmxrmi", "-json"]
+    if credentials:
+        args += ["-u", credentials[0], "-p", credentials[1]]
+    args += ["-q", "".join(f"{JMXQuery(q).to_query_string()};" for q in queries)]
+    with tempfile.NamedTemporaryFile("w", prefix="kobs-jmx-", suffix=".args") as argfile:  # mode 0600
+        argfile.write("\n".join(quoted(arg) for arg in args))
+        argfile.flush()
+        try:
+            done = subprocess.run(
+                ["java", f"@{argfile.name}"], capture_output=True, timeout=timeout_s, check=True
+            )
+        except subprocess.TimeoutExpired:
             raise JmxError(f"timeout: no answer within {timeout_s:.1f} s") from None
-        raise
-    except OSError as exc:
-        raise JmxError(f"java: cannot run the JMX query JVM: {exc}") from None
-    if not found and time.monotonic() - started >= timeout_s:  # the other way jmxquery reports a timeout
-        raise JmxError(f"timeout: no answer within {timeout_s:.1f} s")
-    return found
+        except subprocess.CalledProcessError as exc:  # the query JVM reports {"error": ..., "message": ...}
+            raise JmxError(_jar_error(exc.stdout or b"", exc.stderr or b"")) from None
+        except OSError as exc:
+            raise JmxError(f"java: cannot run the JMX query JVM: {exc}") from None
+    try:
+        found = json.loads(done.stdout, strict=False)
+        return [Reading(r["mBeanName"], r["attribute"], r.get("attributeKey"), r.get("value")) for r in found]
+    except (ValueError, KeyError, TypeError):
+        raise JmxError(f"query-failed: unreadable answer {done.stdout[:200]!r}") from None
 
 
 def _jar_error(output: bytes, stderr: bytes) -> str:

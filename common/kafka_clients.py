@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata
 from cryptography.hazmat.primitives import serialization
 
 from common.config import Cluster, Config, ConfigError, Security, secret
+from common.java import quoted
 
 SECRET_KEYS = ("sasl.password", "ssl.key.password")
 # librdkafka's own log lines up to CRIT only: while a cluster is unreachable each client logs a FAIL line per
@@ -71,8 +72,7 @@ def java_client_settings(servers: list[str], security: Security, where: str) -> 
         password = secret(security.sasl_password_env, f"{where}.security.sasl_password_env") or ""
         settings["sasl.mechanism"] = security.sasl_mechanism
         settings["sasl.jaas.config"] = (
-            f"{module} required username={_jaas_quoted(security.sasl_username or '')} "
-            f"password={_jaas_quoted(password)};"
+            f"{module} required username={quoted(security.sasl_username or '')} password={quoted(password)};"
         )
     if security.ssl_ca_location:
         settings["ssl.truststore.type"] = "PEM"
@@ -98,11 +98,6 @@ def _pkcs8(path: str, password: str | None, where: str) -> str:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return pem.decode()
-
-
-def _jaas_quoted(value: str) -> str:
-    """A JAAS option value: quoted, with backslashes and quotes escaped."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _read(path: str, where: str) -> str:

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -191,6 +192,11 @@ def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_an
 
         good = wait_for(logged_in, 30)
         assert good and good.errors == []
+        with CommandLines() as seen:  # every process's command line while a logged-in scrape runs
+            assert scrape("s3cret").batch.samples
+        query_jvms = [line for line in seen.lines if "kobs-jmx-" in line]
+        assert query_jvms, "the query JVM was never seen"  # `java @/tmp/kobs-jmx-....args`
+        assert not [line for line in seen.lines if "s3cret" in line]  # the password is in no command line
         assert {name for name, _ in _by_name(good.batch.samples)} == set(PRODUCER_CATALOGUE.values())
         bad = scrape("guess")
         assert bad.batch.samples == ()
@@ -202,6 +208,30 @@ def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_an
     monkeypatch.delenv("PROD_JMX_PASSWORD")
     with pytest.raises(ConfigError, match=r"clusters\[prod\]\.jmx_auth\.password_env .*PROD_JMX_PASSWORD"):
         build_jobs(config)
+
+
+class CommandLines:
+    """The command lines of every process, sampled every few milliseconds in a thread until exit."""
+
+    def __init__(self):
+        self.lines: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                with contextlib.suppress(OSError):
+                    self.lines.add(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc):
+        self._stop.set()
+        self._thread.join()
 
 
 def test_a_closed_port_is_an_error_with_the_reason_not_an_exception():
