@@ -43,7 +43,7 @@ from spark_jobs.analysis import Analysis, Derived, Observation, reconfigure
 from spark_jobs.exposition import ExpositionPolicy, expose
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 from spark_jobs.records import RECORD
-from spark_jobs.snapshots import Pickled, Snapshots
+from spark_jobs.snapshots import STATE_MODULES, Pickled, Snapshots
 
 log = logging.getLogger(__name__)
 METRICS = {m.name: m for m in DERIVED_METRICS}
@@ -63,7 +63,8 @@ class Pipeline:
         self.make_analyses = make_analyses
         self.query = query
         self.history_dir = Path(history_dir)
-        self.snapshots = Snapshots(state_dir)
+        modules = STATE_MODULES | {type(analysis).__module__ for analysis in make_analyses()}
+        self.snapshots = Snapshots(state_dir, modules=modules)
         self.last_batch_id: int | None = None
         self._restore(self.snapshots.latest())
 

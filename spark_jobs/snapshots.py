@@ -4,19 +4,76 @@ Spark replays the batch it had not committed with the same id and the same offse
 saved after the batch before it, then processing the replayed batch again, gives exactly the state and the
 answers an uninterrupted run would have had. The last ``keep`` snapshots stay (a crash can come after a
 snapshot is written but before Spark commits its batch, so the one before it is needed too).
+
+A snapshot is read back as data, never as code: the unpickler builds only the classes of the analyses'
+own modules and a few containers (:class:`StateUnpickler`), so a file planted in the run directory cannot
+run anything. A snapshot that cannot be read (cut short by a full disk, planted, from an incompatible
+version) is skipped with a warning for the one before it; with none readable the analyses start empty.
 """
 
 from __future__ import annotations
 
+import contextvars
+import io
 import logging
 import os
 import pickle
 import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"batch-(\d+)\.pickle\Z")
+
+
+# The modules whose classes make up the analyses' state (an analysis of another module adds its own).
+STATE_MODULES = frozenset(
+    f"spark_jobs.{name}"
+    for name in (
+        "analysis", "lag", "lag_tracker", "lag_status", "replication", "isr_ledger", "flapping",
+        "throughput", "rates", "producers", "pipeline_health",
+    )
+)  # fmt: skip
+CONTAINERS = {
+    ("collections", "defaultdict"), ("collections", "deque"), ("collections", "Counter"),
+    ("collections", "OrderedDict"), ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "list"),
+    ("builtins", "dict"), ("builtins", "tuple"), ("builtins", "float"), ("builtins", "int"),
+    ("builtins", "object"), ("copyreg", "_reconstructor"),
+}  # fmt: skip
+_MODULES: contextvars.ContextVar[Collection[str]] = contextvars.ContextVar("modules", default=STATE_MODULES)
+
+
+class StateUnpickler(pickle.Unpickler):
+    """Builds only :data:`CONTAINERS` and the classes (not functions) of ``modules``."""
+
+    def __init__(self, data: bytes, modules: Collection[str]):
+        super().__init__(io.BytesIO(data))
+        self.modules = modules
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == (__name__, "_nested"):
+            return _nested
+        if (module, name) in CONTAINERS:
+            return super().find_class(module, name)
+        if module in self.modules:
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is not part of the analyses' state")
+
+
+def load_state(data: bytes, modules: Collection[str] = STATE_MODULES) -> Any:
+    """Unpickle a snapshot's bytes with :class:`StateUnpickler` (nested :class:`Pickled` parts too)."""
+    token = _MODULES.set(modules)
+    try:
+        return StateUnpickler(data, modules).load()
+    finally:
+        _MODULES.reset(token)
+
+
+def _nested(data: bytes) -> Any:
+    return StateUnpickler(data, _MODULES.get()).load()
 
 
 class Pickled:
@@ -27,13 +84,14 @@ class Pickled:
         self.data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
     def __reduce__(self) -> tuple:
-        return pickle.loads, (self.data,)
+        return _nested, (self.data,)
 
 
 class Snapshots:
-    def __init__(self, directory: str | Path, keep: int = 2):
+    def __init__(self, directory: str | Path, keep: int = 2, modules: Collection[str] = STATE_MODULES):
         self.directory = Path(directory)
         self.keep = keep
+        self.modules = modules  # whose classes a snapshot may hold
 
     def save(self, batch_id: int, state: Any) -> None:
         """Write the state after ``batch_id`` atomically (a crash leaves the old snapshot or the new one)."""
@@ -49,12 +107,15 @@ class Snapshots:
             (self.directory / f"batch-{old}.pickle").unlink(missing_ok=True)
 
     def before(self, batch_id: int) -> tuple[int, Any] | None:
-        """The newest snapshot taken before ``batch_id`` as ``(its batch id, state)``, or None."""
-        earlier = [i for i in self._ids() if i < batch_id]
-        if not earlier:
-            return None
-        with open(self.directory / f"batch-{earlier[-1]}.pickle", "rb") as snapshot:
-            return earlier[-1], pickle.load(snapshot)
+        """The newest readable snapshot taken before ``batch_id`` as ``(its batch id, state)``, or None."""
+        for earlier in reversed([i for i in self._ids() if i < batch_id]):
+            path = self.directory / f"batch-{earlier}.pickle"
+            try:
+                return earlier, load_state(path.read_bytes(), self.modules)
+            except Exception as exc:  # whatever a cut-short or foreign pickle raises: EOFError, KeyError, ...
+                kind = type(exc).__name__
+                log.warning("state snapshot %s cannot be read (%s: %s): skipped", path, kind, exc)
+        return None
 
     def latest(self) -> tuple[int, Any] | None:
         """The newest snapshot as ``(its batch id, state)``, or None."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+from pathlib import Path
 
 import pyarrow as pa
 from test_flapping import flap, tick
@@ -186,3 +188,30 @@ def test_an_analysis_no_batch_fed_is_not_pickled_again_yet_restores_exactly(tmp_
     assert [a.seen for a in restarted.analyses] == [3, 1]
     assert restarted.evaluations == {"ends": Evaluation([{"seen": 3}]), "commits": Evaluation([{"seen": 1}])}
     assert restarted.evaluations == jobs.evaluations
+
+
+class Planted:
+    """What a planted snapshot would hold: unpickling it runs a command."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_or_cut_short_snapshot_runs_nothing_and_the_one_before_it_is_used(tmp_path, caplog):
+    state = tmp_path / "state"
+    jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", state)
+    for batch_id in (0, 1):
+        jobs.feed([END], BatchStats(1, 0, {}), batch_id, 1.0)
+    marker = tmp_path / "ran"
+    (state / "batch-2.pickle").write_bytes(pickle.dumps(Planted(marker)))  # newest: a planted file
+    cut = (state / "batch-1.pickle").read_bytes()
+    (state / "batch-1.pickle").write_bytes(cut[: len(cut) // 2])  # then one cut short by a full disk
+
+    restarted = Pipeline(lambda: [Counting("counting")], tmp_path / "history", state)
+    assert not marker.exists()  # the planted command never ran
+    assert restarted.last_batch_id == 0 and [a.seen for a in restarted.analyses] == [1]  # batch 0's state
+    skipped = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+    assert len(skipped) == 2 and "posix.system is not part of the analyses' state" in skipped[0]

@@ -45,9 +45,12 @@ def config_for(run_dir: Path, topic: str, bootstrap: str, per_batch: int) -> Con
 
 
 def history(run_dir: Path) -> dict[str, list[dict]]:
-    """Every history row of every analysis, by table and batch directory."""
+    """Every history row of every analysis, by table and batch directory. A batch's rows in any order: it
+    follows the order in which the batch's records reached the driver, which depends on the read tasks."""
     return {
-        f"{part.parent.name}/{part.name}": pq.read_table(part / "part-0.parquet").to_pylist()
+        f"{part.parent.name}/{part.name}": sorted(
+            pq.read_table(part / "part-0.parquet").to_pylist(), key=repr
+        )
         for part in sorted((run_dir / "history").glob("*/batch_id=*"))
     }
 
