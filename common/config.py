@@ -356,7 +356,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(
-            f"config error in {path}: not valid YAML{at}: {getattr(exc, 'problem', exc)}"
+            f"config error in {path}: not valid YAML{at}: {_one_line(getattr(exc, 'problem', None) or exc)}"
         ) from None
     if doc is None:
         return {}
@@ -396,7 +396,7 @@ def _env_value(name: str, text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or "not valid YAML"
+        problem = _one_line(getattr(exc, "problem", None) or exc)
         raise ConfigError(
             f"config error: {name}={text!r}: {problem} — quote it, or write a YAML value like 5, [a, b]"
         ) from None
@@ -410,12 +410,23 @@ def _all_keys() -> set[str]:
     return keys
 
 
+def _one_line(text: object) -> str:
+    """A parser's message on one line (PyYAML's span several)."""
+    return " ".join(str(text).split())
+
+
+def _key(part: object) -> str:
+    """A key as an error shows it: as written when plain, quoted when it holds spaces, newlines, ..."""
+    text = str(part)
+    return text if re.fullmatch(r"[\w.-]+", text) else repr(text)
+
+
 def _describe(exc: ValidationError) -> str:
     # A misspelt key shows up twice (unknown + missing): name the misspelling, it is the fix.
     error = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")[0]
     loc = ""
     for part in error["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+        loc += f"[{part}]" if isinstance(part, int) else (f".{_key(part)}" if loc else _key(part))
     kind, message = error["type"], error["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])
