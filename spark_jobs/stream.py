@@ -185,7 +185,7 @@ def run_stream(
         print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
         spark = spark_session(master, ui_port)
         try:
-            return _run_queries(spark, config, jobs, trigger_s, available_now, stop)
+            return run_queries(spark, config, jobs, trigger_s, available_now, stop)
         except (Py4JError, ConnectionError):
             if not stop.is_set():
                 raise
@@ -199,7 +199,7 @@ STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
 STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
 
-def _run_queries(
+def run_queries(
     spark: SparkSession,
     config: Config,
     jobs: Pipeline,

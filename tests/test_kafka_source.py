@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 import uuid
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from test_stream_restart import config_for
 
 from common.config import Config
 from common.contract import Batch, Sample, encode
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import read_metrics, source_options
 from spark_jobs.records import RECORD
+from spark_jobs.stream import pipeline, run_queries
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -134,3 +138,35 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     # record at offset 0, below the checkpoint's 3, is skipped); the new partition 1 is read from its start.
     assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 1, 0), ("b", 1, 0)]
     assert end == {"0": 1, "1": 1}
+
+
+def test_kobs_stream_rides_out_its_topic_deleted_and_created_again(spark, kafka_cluster, tmp_path):
+    """The metrics topic dropped under a running ``kobs stream`` (an operator's mistake): Spark's source fails
+    the query (Kafka answers UNKNOWN_TOPIC_OR_PARTITION); kobs starts it again from its checkpoint and reads
+    the topic created again, from the checkpoint's offset on (records below it are skipped, as documented)."""
+    topic = create_topic(kafka_cluster, 1)
+    config = config_for(tmp_path, topic, kafka_cluster.bootstrap, per_batch=10)
+    jobs, stop = pipeline(config), threading.Event()
+    runner = threading.Thread(target=run_queries, args=(spark, config, jobs, None, False, stop), daemon=True)
+    runner.start()
+    try:
+        produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
+        _wait_until(lambda: jobs.health.input_records == 2, runner)
+        admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+        admin.delete_topics([topic])[topic].result(10)
+        time.sleep(15)  # batches planned against a topic that is gone
+        create_topic(kafka_cluster, 1, topic)
+        produce(kafka_cluster, topic, [(0, scrape("b", 3000 + i, 1)) for i in range(4)])  # offsets 0 to 3
+        _wait_until(lambda: jobs.health.input_records == 4, runner)  # offsets 2 and 3
+        assert jobs.health.query_restarts >= 1
+    finally:
+        stop.set()
+        runner.join(60)
+    assert not runner.is_alive()
+
+
+def _wait_until(done, runner: threading.Thread, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert runner.is_alive() and time.monotonic() < deadline
+        time.sleep(0.5)
