@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+
+from peers.process import free_port
 
 KOBS = str(Path(sys.executable).with_name("kobs"))
 SUBCOMMANDS = ["demo", "collect", "simulate", "stream", "whatif", "dashboards", "alerts", "app", "bench"]
@@ -87,3 +91,31 @@ def test_a_missing_secret_is_one_line_before_any_connection(tmp_path):
         "kobs: config error: clusters[a].jmx_auth.password_env names environment variable "
         "KOBS_TEST_UNSET_JMX_PASSWORD, which is not set"
     ]
+
+
+def test_an_unknown_client_property_is_one_line_naming_it(tmp_path):
+    path = tmp_path / "kobs.yaml"
+    cluster = {"name": "a", "bootstrap_servers": ["127.0.0.1:9"], "client_properties": {"no.such.key": 1}}
+    path.write_text(yaml.safe_dump({"clusters": [cluster], "sinks": {"run_dir": str(tmp_path / "run")}}))
+    result = kobs("collect", "--config", str(path), "--once")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "kobs collect: clusters[a]: the client settings are refused: "
+        'No such configuration property: "no.such.key"'
+    ]
+
+
+def test_an_unreachable_cluster_costs_a_few_log_lines_not_one_per_connection_attempt(tmp_path):
+    """Once librdkafka logged a FAIL line per connection attempt of every client: about 90 a second."""
+    path = tmp_path / "kobs.yaml"
+    sinks = {"run_dir": str(tmp_path / "run"), "self_metrics_address": f"127.0.0.1:{free_port()}"}
+    cluster = {"name": "a", "bootstrap_servers": [f"127.0.0.1:{free_port()}"]}  # nothing listens there
+    path.write_text(yaml.safe_dump({"clusters": [cluster], "sinks": sinks}))
+    process = subprocess.Popen([KOBS, "collect", "--config", str(path)], stderr=subprocess.PIPE, text=True)
+    time.sleep(20)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0
+    lines = stderr.strip().splitlines()
+    assert any("unreachable" in line for line in lines)  # said once, when it became so
+    assert len(lines) <= 12, lines

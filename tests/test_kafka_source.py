@@ -16,6 +16,7 @@ from test_stream_restart import config_for
 
 from common.config import Config
 from common.contract import Batch, Sample, encode
+from peers.process import free_port
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import read_metrics, source_options
 from spark_jobs.records import RECORD
@@ -170,3 +171,28 @@ def _wait_until(done, runner: threading.Thread, timeout_s: float = 180) -> None:
     while not done():
         assert runner.is_alive() and time.monotonic() < deadline
         time.sleep(0.5)
+
+
+@pytest.mark.parametrize("trouble", ["missing topic", "unreachable cluster"])
+def test_kobs_stream_waits_for_a_missing_topic_or_an_unreachable_cluster(
+    spark, kafka_cluster, tmp_path, trouble
+):
+    """Started before its metrics topic exists, or against a cluster nothing answers for: the query loop
+    keeps running (kobs stream once exited after 17 and 25 s), and reads the topic once it is there."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"  # not created yet
+    bootstrap = kafka_cluster.bootstrap if trouble == "missing topic" else f"127.0.0.1:{free_port()}"
+    config = config_for(tmp_path, topic, bootstrap, per_batch=10)
+    jobs, stop = pipeline(config), threading.Event()
+    runner = threading.Thread(target=run_queries, args=(spark, config, jobs, None, False, stop))
+    runner.start()
+    try:
+        time.sleep(30)
+        assert runner.is_alive()
+        if trouble == "missing topic":
+            create_topic(kafka_cluster, 1, topic)
+            produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
+            _wait_until(lambda: jobs.health.input_records == 2, runner)
+    finally:
+        stop.set()
+        runner.join(60)
+    assert not runner.is_alive()
