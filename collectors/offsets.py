@@ -44,9 +44,9 @@ MOVED = frozenset(
     (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
      KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
 )  # fmt: skip
-# Per-partition errors that outlive a retry because the consumer's own metadata is stale: after the demo's
-# broker restarts, one consumer answered FENCED_LEADER_EPOCH or _UNKNOWN_PARTITION for the same 16
-# partitions scrape after scrape for minutes. Such a consumer is replaced after the scrape.
+# Errors that outlive a retry because the consumer's own metadata is stale: after a broker restarts, a
+# consumer answered FENCED_LEADER_EPOCH or _UNKNOWN_PARTITION for the same partitions (per partition, or for
+# its whole call) scrape after scrape for minutes. Such a consumer is replaced after the scrape.
 STALE = frozenset(
     (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION)
 )
@@ -128,6 +128,8 @@ class OffsetsSource:
                 try:
                     found = consumer.offsets_for_times(pending, timeout=max(0.0, deadline - time.monotonic()))
                 except KafkaException as exc:  # the whole call: every partition is still pending
+                    if exc.args[0].code() in STALE:
+                        self._stale.add(i % PARALLEL_CALLS)
                     if attempt or exc.args[0].code() not in MOVED or deadline - time.monotonic() < 1:
                         raise
                     continue

@@ -253,9 +253,9 @@ def _end_offsets(scrape, topic: str) -> dict[int, float]:
 def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tmp_path):
     """The demo's incident 1, replayed: a node leading partitions of replication factor 1 is killed and
     restarted (Kafka re-elects it with a new leader epoch). The offsets source's scrapes are whole again
-    within seconds and agree with Kafka's own kafka-get-offsets. (In one demo run a consumer kept the old
-    epoch and answered FENCED_LEADER_EPOCH for minutes; the source now replaces such a consumer after the
-    scrape. This replay has not brought that state about, with or without the replacement.)"""
+    within seconds and agree with Kafka's own kafka-get-offsets. On a loaded machine (the whole suite, or
+    two busy cores) a consumer whose metadata went stale then failed its whole call with _UNKNOWN_PARTITION
+    scrape after scrape for minutes; such a consumer is now replaced after the scrape."""
     topic = "offsets-incident"
     with KafkaCluster(tmp_path / "kafka", nodes=3) as kafka:  # its own: this test kills a node
         create_topic(kafka.bootstrap, topic, 6, 1)
