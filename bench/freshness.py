@@ -53,10 +53,10 @@ from bench.visibility import (
     summarize,
 )
 from collectors.offsets import SOURCE as OFFSETS
+from common import jars
 from common.config import Config
 from common.contract import ContractError, parse
 from common.kafka_clients import client_settings
-from peers import jvm
 from peers.stack import EmbeddedStack
 
 HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
@@ -253,7 +253,7 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
 def _print_settings(config: Config, started_s: float) -> None:
     intervals, batch = config.intervals, config.metrics_topic.max_records_per_batch
     print(
-        f"demo stack (three Kafka {jvm.version('kafka')} nodes with real traffic and a Java producer, "
+        f"demo stack (three Kafka {jars.version('kafka')} nodes with real traffic and a Java producer, "
         f"the simulated fleet in real time with ZooKeeper, kobs collect, kobs stream on local[2]; not "
         f"started: Prometheus, Alertmanager and the app, which only read the exporter) started in "
         f"{started_s:.1f} s\n"

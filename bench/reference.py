@@ -9,7 +9,6 @@ Spark rows: what the work costs with no engine around it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 
@@ -52,11 +51,8 @@ def batches_of(progress: list[dict], topic: str) -> list[Ranges]:
     return batches
 
 
-def _offsets(value: str | dict | None, topic: str) -> dict[int, int]:
-    if value is None:
-        return {}
-    offsets = json.loads(value) if isinstance(value, str) else value
-    return {int(p): offset for p, offset in offsets[topic].items()}
+def _offsets(offsets: dict | None, topic: str) -> dict[int, int]:
+    return {int(p): offset for p, offset in (offsets or {}).get(topic, {}).items()}
 
 
 def run(bootstrap: str, topic: str, batches: list[Ranges], jobs: Pipeline) -> list[float]:

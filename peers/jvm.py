@@ -14,11 +14,6 @@ from common import jars
 from peers.process import HOST, PeerError
 
 
-def version(profile: str) -> str:
-    """The pinned version of a jar set (``kafka``, ``kafka-zk``)."""
-    return jars.version(profile)
-
-
 def jar_dir(profile: str) -> Path:
     """The folder holding a jar set; PeerError naming the fix when setup has not resolved it."""
     try:

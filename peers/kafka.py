@@ -30,6 +30,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from common import jars
 from peers import jvm
 from peers.process import HOST, ManagedProcess, PeerError, free_port, tcp_ready
 from peers.tls import Pki, make_pki
@@ -188,7 +189,7 @@ class KafkaCluster:
         self.scram_password = secrets.token_urlsafe(12) if secure else None
         self.zookeeper = zookeeper
         self.profile = "kafka-zk" if zookeeper else "kafka"
-        self.version = jvm.version(self.profile)
+        self.version = jars.version(self.profile)
         self.cluster_id = new_cluster_id()
         replicas = min(3, nodes)
         self.settings = base = {

@@ -9,7 +9,6 @@ read from Kafka once). The derived metrics are served from a dedicated
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 import os
@@ -17,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
@@ -43,6 +42,8 @@ from spark_jobs.throughput import ThroughputAnalysis
 log = logging.getLogger(__name__)
 QUERY = "stream"
 SECRET_OPTIONS = r"(?i)url|password|jaas|keystore\.key"  # Spark's default is "(?i)url"
+STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
+STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
 
 def analyses(config: Config) -> list[Analysis]:
@@ -191,12 +192,8 @@ def run_stream(
                 raise
             return 0  # the JVM got the stop signal too (a service manager signals every process) and is gone
         finally:
-            with contextlib.suppress(Py4JError, ConnectionError):
+            with suppress(Py4JError, ConnectionError):
                 spark.stop()
-
-
-STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
-STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
 
 def run_queries(
