@@ -60,7 +60,7 @@ from common.kafka_clients import client_settings
 from peers.stack import EmbeddedStack
 
 HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
-TARGET_S = 10.0  # p95 freshness in the demo, issue 5
+TARGETS_S = {"issue 5": 10.0, "issue 13": 5.0}  # p95 freshness in the demo
 POLL_S = 0.2  # exporter polls: the resolution of a visible time
 DRAIN_S = 30.0  # after --seconds, how long the last scrapes may take to become visible
 WARM_UP_S = 300.0  # for the first micro-batch
@@ -298,6 +298,9 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
             f"  scrape at {t:.3f}: {'/'.join(key)} stated lag {value:g}, the gauge showed {seen}\n"
             for t, key, value, seen in measured.lag_misses[:5]
         )
-        + f"target (issue 5): p95 freshness <= {TARGET_S:g} s in the demo: {visible.p95:.2f} s — "
-        f"{'pass' if visible.p95 <= TARGET_S else 'missed'}"
+        + "\n".join(
+            f"target ({issue}): p95 freshness <= {target:g} s in the demo: {visible.p95:.2f} s — "
+            f"{'pass' if visible.p95 <= target else 'missed'}"
+            for issue, target in TARGETS_S.items()
+        )
     )

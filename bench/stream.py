@@ -44,7 +44,9 @@ from spark_jobs.pipeline import Pipeline
 from spark_jobs.stream import analyses, pipeline, spark_session, start_query, tune_gc
 
 HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
-TARGET_RATE = 250_000  # samples/s end to end on local[2] (issue 13; the long-run goal is 1,000,000)
+TARGET_RATE = 250_000  # samples/s end to end on local[2] (issue 13)
+GOAL_RATE = 1_000_000  # the long-run goal (issue 5), which issue 13 keeps
+TARGET_RATIO = 0.5  # Spark against the baseline in samples/s (issue 5)
 TARGET_BATCH_P95_S = 5.0
 PARTITIONS = 6  # of the metrics topic, as configured by default
 
@@ -128,8 +130,10 @@ def run(args: argparse.Namespace) -> int:
         f"Spark / baseline: {ratio:.2f}x in samples/s, {cpu_ratio:.2f}x in samples per CPU second; "
         f"same derived results: {'yes' if same else 'NO'}"
     )
-    print("targets (issue 13):")
+    print("targets:")
     _target(f">= {TARGET_RATE:,} samples/s end to end", spark.rate(samples), TARGET_RATE, "samples/s")
+    _target(f"long-run goal >= {GOAL_RATE:,} samples/s", spark.rate(samples), GOAL_RATE, "samples/s")
+    _target(f"Spark >= {TARGET_RATIO}x the baseline (issue 5)", ratio, TARGET_RATIO, "x")
     p95 = _percentile(spark.batches, 0.95)
     verdict = "pass" if p95 <= TARGET_BATCH_P95_S else "short"
     print(f"  batch p95 <= {TARGET_BATCH_P95_S:.0f} s: {p95:.2f} s — {verdict}")
