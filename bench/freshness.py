@@ -7,7 +7,7 @@ and ``kobs stream`` with their defaults) without the parts that only read the ex
 Alertmanager, the app), and without incidents. Once the first
 micro-batch is done (Spark's warm-up is left out), for ``--seconds`` it
 - polls the derived exporter every ``POLL_S`` for ``kobs_source_last_seen_timestamp_seconds{cluster,
-  source}``, which the pipeline sets in the same ``Pipeline.feed`` as the analyses' metrics, just after
+  source}``, which the pipeline sets in the same ``Pipeline.record`` as the analyses' metrics, just after
   them: a scrape is visible once its source's gauge reaches its sample time (``bench.visibility``);
 - checks that handle against an analysis: at the first poll showing an offsets scrape's time, the lag
   gauges must show the lag that scrape states (end offset minus committed offset), so they were updated in

@@ -10,7 +10,7 @@ Spark rows: what the work costs with no engine around it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -64,29 +64,37 @@ def run(bootstrap: str, topic: str, batches: list[Ranges], jobs: Pipeline) -> li
         seconds = []
         for batch_id, ranges in enumerate(batches):
             began, started_s = time.perf_counter(), time.time()
-            batch, records, dead_letters, newest_s = [], 0, 0, {}
-            for value in read(consumer, topic, ranges):
-                records += 1
-                try:
-                    doc = parse(value)
-                except ContractError:  # a dead letter: counted, no observations
-                    dead_letters += 1
-                    continue
-                newest = newest_ms(doc) / 1000
-                key = (doc["cluster"], doc["source"])
-                newest_s[key] = max(newest, newest_s.get(key, newest))
-                batch.extend(observations(doc, jobs.inputs))
-            jobs.feed(batch, BatchStats(records, dead_letters, newest_s), batch_id, started_s)
+            batch, stats = batch_of(read(consumer, topic, ranges), jobs.inputs)
+            jobs.feed(batch, stats, batch_id, started_s)
             seconds.append(time.perf_counter() - began)
         return seconds
     finally:
         consumer.close()
 
 
-def read(consumer: Consumer, topic: str, ranges: Ranges) -> Iterator[bytes | None]:
-    """The values of the records in ``ranges``, all partitions fetched at once."""
+def batch_of(values: Iterable[bytes | None], names: frozenset[str]) -> tuple[list[Observation], BatchStats]:
+    """One micro-batch's record values → the observations named in ``names`` and the batch's counts."""
+    batch, records, dead_letters, newest_s = [], 0, 0, {}
+    for value in values:
+        records += 1
+        try:
+            doc = parse(value)
+        except ContractError:  # a dead letter: counted, no observations
+            dead_letters += 1
+            continue
+        newest = newest_ms(doc) / 1000
+        key = (doc["cluster"], doc["source"])
+        newest_s[key] = max(newest, newest_s.get(key, newest))
+        batch.extend(observations(doc, names))
+    return batch, BatchStats(records, dead_letters, newest_s)
+
+
+def read(consumer: Consumer, topic: str, ranges: Ranges) -> list[bytes | None]:
+    """The values of the records in ``ranges``, all partitions fetched at once, in the order the streaming
+    query takes them: by partition, then offset."""
     consumer.assign([TopicPartition(topic, partition, start) for partition, (start, _) in ranges.items()])
     left = {partition: end - start for partition, (start, end) in ranges.items()}
+    values: dict[int, list[bytes | None]] = {partition: [] for partition in ranges}
     while any(left.values()):
         messages = consumer.consume(num_messages=min(500, sum(left.values())), timeout=10)
         if not messages:
@@ -97,4 +105,5 @@ def read(consumer: Consumer, topic: str, ranges: Ranges) -> Iterator[bytes | Non
             partition = message.partition()
             if message.offset() < ranges[partition][1]:
                 left[partition] -= 1
-                yield message.value()
+                values[partition].append(message.value())
+    return [value for partition in sorted(values) for value in values[partition]]

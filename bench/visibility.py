@@ -81,7 +81,7 @@ class Batch(NamedTuple):
     """The micro-batch a poll showed as the last one completed."""
 
     completed_s: float
-    pipeline_s: float  # how long ``Pipeline.process`` took: its start is completed_s - pipeline_s
+    pipeline_s: float  # from foreachBatch's start to the metrics: it starts at completed_s - pipeline_s
 
 
 class Freshness(NamedTuple):

@@ -47,6 +47,7 @@ SCHEMA = StructType(
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
+        StructField("seq", IntegerType()),  # the row's place within its record (0: the record's own row)
         StructField("event", StringType()),  # an event's fields as JSON, its type in ``name``
         StructField("dead_letter", StringType()),  # reason the record failed the contract; null for samples
         StructField("raw", BinaryType()),  # the failed record's value; null for samples

@@ -6,7 +6,9 @@ schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). Every valid record ha
 counts records and sees each source's last report from these rows even when a ``names`` filter drops all
 of the record's samples. An event's row has its type as ``name``, its own time as ``ts``, its other fields
 as JSON in ``event``, and null ``labels`` and ``value``. A record that fails the contract becomes one row
-with ``dead_letter`` set to the reason and ``raw`` to its bytes; its sample columns are null.
+with ``dead_letter`` set to the reason and ``raw`` to its bytes; its sample columns are null. ``seq`` is a
+row's place within its record (0: the record's own row), so (``partition``, ``offset``, ``seq``) gives the
+order the rows were read in, whatever Spark shuffles.
 
 This runs for every sample in the Python workers, so it works on the validated JSON documents
 (``contract.parse``) and fills flat column lists: the ``labels`` map column is built from its offsets,
@@ -58,7 +60,7 @@ def _record_batch(
     refused: str | None = None,
 ) -> pa.RecordBatch:
     """:func:`to_record_batch` in one go; ``refused`` makes every record a dead letter with that reason."""
-    columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event")}
+    columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event", "seq")}
     offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
     for value, partition, offset in records:
         try:
@@ -97,6 +99,7 @@ def _record_batch(
             no_labels += [True] + [False] * len(samples) + [True] * len(events)
         for name, constant in zip(PER_RECORD, per_record, strict=True):
             columns[name] += [constant] * n
+        columns["seq"] += range(n)
     labels_type = schema.field("labels").type
     labels = pa.MapArray.from_arrays(
         pa.array(offsets, pa.int32()),

@@ -1,10 +1,11 @@
 """The streaming query behind ``kobs stream``: metrics topic → dead letters and the analyses → sinks.
 
 One query reads the metrics topic with Spark's Kafka source, decoded on the executors
-(``spark_jobs.kafka_source``); its ``foreachBatch`` hands the samples and events to the analyses
-(``spark_jobs.pipeline``) and writes the dead letters collected in the same pass (each batch's records are
-read from Kafka once). The derived metrics are served from a dedicated
-``CollectorRegistry`` on the configured exporter address.
+(``spark_jobs.kafka_source``), and advances each analysis of each cluster on the executors with its state
+in Spark's state store (``spark_jobs.stateful``); its ``foreachBatch`` collects the small outcome rows and
+hands them to the driver's sinks (``spark_jobs.pipeline``): history, exporter, dead letters (each batch's
+records are read from Kafka once). The derived metrics are served from a dedicated ``CollectorRegistry``
+on the configured exporter address.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
 from spark_jobs.producers import ProducerAnalysis
 from spark_jobs.replication import ReplicationAnalysis
+from spark_jobs.stateful import analyzed, outcomes
 from spark_jobs.throughput import ThroughputAnalysis
 
 log = logging.getLogger(__name__)
 QUERY = "stream"
 SECRET_OPTIONS = r"(?i)url|password|jaas|keystore\.key"  # Spark's default is "(?i)url"
 STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
 
@@ -96,6 +99,8 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
         .config("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT_S}s")
         .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.enabled", ui_port is not None)
     )
     if ui_port is not None:
@@ -120,8 +125,9 @@ def start_query(
 ) -> StreamingQuery:
     """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back).
     Only the samples and events some analysis reads are decoded into rows."""
+    rows = read_metrics(spark, source_options(config), jobs.inputs)
     writer = (
-        read_metrics(spark, source_options(config), jobs.inputs)
+        analyzed(rows, jobs.make_analyses)
         .writeStream.queryName(QUERY)
         .foreachBatch(_handler(config, jobs))
         .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))
@@ -135,8 +141,10 @@ def start_query(
 
 def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]:
     def handle(rows: DataFrame, batch_id: int) -> None:
-        dead = jobs.process(rows, batch_id)
-        if dead.num_rows:  # rare: written by Spark from the rows already collected
+        started_s = time.time()  # the batch runs when its outcomes are collected
+        results, stats, dead = outcomes(rows.collect())
+        jobs.record(results, stats, batch_id, started_s)
+        if dead is not None:  # rare: written by Spark from the rows already collected
             write_dead_letters(
                 rows.sparkSession.createDataFrame(dead), batch_id, config.sinks.dead_letter_dir
             )

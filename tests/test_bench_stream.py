@@ -98,7 +98,7 @@ def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_
     batches = [{0: (offset, offset + 1)} for offset in range(len(SCRAPES))]
     seconds = reference.run(kafka_cluster.bootstrap, topic, batches, jobs)
     assert len(seconds) == len(SCRAPES)
-    (lag,) = jobs.evaluations.values()
+    lag = jobs.evaluations["lag", "prod"]
     rows = {row["partition"]: row for row in lag.history}
     assert (rows["0"]["lag_messages"], rows["0"]["status"]) == (300 - 190, "WARN")
     assert sorted(p.name for p in (tmp_path / "history" / "lag").iterdir()) == [

@@ -1,13 +1,15 @@
-"""The driver's side of a batch: the Arrow table Spark collects → the observations the analyses get.
+"""A key's rows in the executors' Python worker (pandas, as ``applyInPandasWithState`` hands them over) →
+the observations its analysis gets.
 
-No Spark session: the table is built the way ``pipeline.collect`` selects it, from the Kafka source's own
-rows (``records.to_record_batch``).
+No Spark session: the frame is built from the Kafka source's own rows (``records.to_record_batch``) with
+the columns ``stateful.analyzed`` selects, maps as dicts as PySpark converts them.
 """
 
 from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -15,8 +17,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from common.contract import Batch, Event, Sample, encode
 from spark_jobs.analysis import Observation
 from spark_jobs.kafka_source import SCHEMA
-from spark_jobs.pipeline import observations
 from spark_jobs.records import RECORD, to_record_batch
+from spark_jobs.stateful import observations
 
 SHRINK = {"topic": "orders", "partition": 2, "old_isr": [1, 2, 3], "new_isr": [1, 3], "leader": 1,
           "leader_epoch": 4, "change": "shrink"}  # fmt: skip
@@ -32,16 +34,19 @@ RECORDS = [
 ]  # fmt: skip
 
 
-def collected() -> pa.Table:
-    """The samples and events of ``RECORDS`` and a dead letter, with the columns ``collect`` selects."""
+def collected() -> pd.DataFrame:
+    """The samples and events of ``RECORDS`` (no dead letter, no records' own rows: those go to the
+    health key)."""
     values = [*(encode(b) for b in RECORDS[:2]), b"{not json", encode(RECORDS[2])]
     batch = to_record_batch(
         [(v, 0, i) for i, v in enumerate(values)], "kobs.metrics", to_arrow_schema(SCHEMA, timezone="UTC")
     )
     table = pa.Table.from_batches([batch])
     t_s = pc.divide(pc.cast(pc.cast(table["ts"], pa.int64()), pa.float64()), 1e6)
+    own = pc.or_(pc.equal(table["name"], RECORD), pc.is_valid(table["dead_letter"]))
     table = table.select(["name", "cluster", "source", "labels", "value", "event"]).append_column("t_s", t_s)
-    return table.filter(pc.not_equal(table["name"], RECORD))  # as Pipeline.process: no own rows
+    table = table.filter(pc.invert(own))
+    return table.to_pandas(maps_as_pydicts="strict")
 
 
 EXPECTED = [
@@ -59,10 +64,7 @@ def test_samples_keep_their_labels_and_events_their_fields_and_own_time():
     assert list(observations(collected())) == EXPECTED
 
 
-def test_a_table_sliced_or_in_several_chunks_gives_the_same_rows():
-    table = collected()
-    assert list(observations(table.slice(1))) == EXPECTED[1:]
-    assert list(observations(table.slice(2, 2))) == EXPECTED[2:]
-    chunked = pa.concat_tables([table.slice(0, 1), table.slice(1, 2), table.slice(3)])
-    assert chunked.column("labels").num_chunks == 3
-    assert list(observations(chunked)) == EXPECTED
+def test_a_frame_sliced_or_reindexed_gives_the_same_rows():
+    rows = collected()
+    assert list(observations(rows.iloc[1:])) == EXPECTED[1:]
+    assert list(observations(rows.iloc[::-1].iloc[::-1])) == EXPECTED

@@ -13,10 +13,10 @@ from test_flapping import flap, tick
 from common.config import Config
 from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET
 from spark_jobs.analysis import Evaluation, Observation
-from spark_jobs.lag import LagAnalysis
+from spark_jobs.keyed import advance
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
-from spark_jobs.snapshots import Snapshots
+from spark_jobs.snapshots import Snapshots, load_state
 from spark_jobs.stream import analyses
 
 
@@ -40,6 +40,12 @@ class Counting:
 END = Observation(
     PARTITION_END_OFFSET, "prod", "admin/offsets", {"topic": "t", "partition": "0"}, 10.0, 5, None
 )
+COUNTING = ("counting", "prod")  # the key of Counting("counting") fed END
+
+
+def state_of(jobs: Pipeline, key: tuple[str, str]):
+    """The analysis a one-process pipeline holds for ``key``."""
+    return load_state(jobs.states[key], jobs.modules)
 
 
 def test_a_new_pipeline_starts_from_the_newest_snapshot(tmp_path):
@@ -47,12 +53,12 @@ def test_a_new_pipeline_starts_from_the_newest_snapshot(tmp_path):
     old.observe([END, END])
     health = PipelineHealth("stream")
     health.record(BatchStats(2, 0, {}), 1, 2)
-    Snapshots(tmp_path / "state").save(6, ([old], {"counting": old.evaluate()}, health))
+    Snapshots(tmp_path / "state").save(6, ({COUNTING: pickle.dumps(old)}, {COUNTING: old.evaluate()}, health))
 
     jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
     assert jobs.last_batch_id == 6
-    assert [a.seen for a in jobs.analyses] == [2]
-    assert jobs.evaluations == {"counting": Evaluation([{"seen": 2}])}
+    assert state_of(jobs, COUNTING).seen == 2
+    assert jobs.evaluations == {COUNTING: Evaluation([{"seen": 2}])}
     assert jobs.health.input_records == 2
 
 
@@ -60,19 +66,22 @@ def test_analyses_added_since_the_snapshot_start_empty_and_removed_ones_are_drop
     kept, removed = Counting("counting"), Counting("retired")
     kept.observe([END])
     removed.observe([END])
-    evaluations = {"counting": kept.evaluate(), "retired": removed.evaluate()}
-    Snapshots(tmp_path / "state").save(3, ([kept, removed], evaluations, PipelineHealth("stream")))
+    retired = ("retired", "prod")
+    states = {COUNTING: pickle.dumps(kept), retired: pickle.dumps(removed)}
+    evaluations = {COUNTING: kept.evaluate(), retired: removed.evaluate()}
+    Snapshots(tmp_path / "state").save(3, (states, evaluations, PipelineHealth("stream")))
 
-    jobs = Pipeline(lambda: [LagAnalysis(), Counting("counting")], tmp_path / "history", tmp_path / "state")
-    lag, counting = jobs.analyses
-    assert isinstance(lag, LagAnalysis) and lag.evaluate() == Evaluation()  # new: starts empty
-    assert counting.seen == 1  # the snapshot's state
-    assert set(jobs.evaluations) == {"counting"}  # the retired analysis's metrics are no longer served
+    make = lambda: [Counting("new"), Counting("counting")]  # noqa: E731
+    jobs = Pipeline(make, tmp_path / "history", tmp_path / "state")
+    assert set(jobs.states) == set(jobs.evaluations) == {COUNTING}  # the retired analysis is not served
+    jobs.feed([END], BatchStats(1, 0, {}), 4, 1.0)
+    assert state_of(jobs, COUNTING).seen == 2  # the snapshot's state, fed on
+    assert state_of(jobs, ("new", "prod")).seen == 1  # new: started empty
 
 
 def test_without_snapshots_a_pipeline_starts_empty(tmp_path):
     jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
-    assert (jobs.last_batch_id, jobs.evaluations, jobs.analyses[0].seen) == (None, {}, 0)
+    assert (jobs.last_batch_id, jobs.evaluations, jobs.states) == (None, {}, {})
 
 
 CLUSTER = {"name": "c", "bootstrap_servers": "b:9092"}
@@ -102,14 +111,14 @@ def test_settings_name_exactly_what_the_configuration_sets_in_each_analysis():
         assert differs == set(default.settings), default.table
 
 
-def test_restored_analyses_take_every_setting_from_the_current_configuration(tmp_path, caplog):
-    Snapshots(tmp_path / "state").save(0, (analyses(DEFAULTS), {}, PipelineHealth("stream")))
+def test_restored_analyses_take_every_setting_from_the_current_configuration(caplog):
     with caplog.at_level(logging.WARNING, "spark_jobs.analysis"):
-        jobs = Pipeline(lambda: analyses(CHANGED), tmp_path / "history", tmp_path / "state")
-    for restored, fresh in zip(jobs.analyses, analyses(CHANGED), strict=True):
-        assert {s: getattr(restored, s) for s in fresh.settings} == {
-            s: getattr(fresh, s) for s in fresh.settings
-        }
+        for old, fresh in zip(analyses(DEFAULTS), analyses(CHANGED), strict=True):
+            state, _ = advance(fresh, pickle.dumps(old), [])
+            restored = load_state(state)
+            assert {s: getattr(restored, s) for s in fresh.settings} == {
+                s: getattr(fresh, s) for s in fresh.settings
+            }
     changed = [r.getMessage() for r in caplog.records]
     assert len(changed) == 4  # one line per analysis with settings: all but lag
     assert (
@@ -129,7 +138,7 @@ def feed(jobs: Pipeline, batch_id: int, observations: list[Observation]) -> floa
 
 
 def flapping_partitions(jobs: Pipeline) -> float:
-    metrics = jobs.evaluations["isr_flapping"].metrics
+    metrics = jobs.evaluations["isr_flapping", "c"].metrics
     return {(d.name, d.labels): d.value for d in metrics}["kobs_isr_flapping_partitions", ("c", "2")]
 
 
@@ -146,17 +155,18 @@ def test_a_restart_with_more_flaps_applies_them_to_the_flaps_seen_before_it(tmp_
     assert feed(restart(tmp_path / "same", flapping_config(flaps=3)), 1, flap(200, 230)) == 1
     # Raised to 5: three are not enough; the fifth is, counting the two from before the restart.
     raised = restart(tmp_path / "raised", flapping_config(flaps=5))
-    assert next(a.flaps for a in raised.analyses if a.table == "isr_flapping") == 5
     assert feed(raised, 1, flap(200, 230)) == 0
     assert feed(raised, 2, [*flap(300, 330), *flap(400, 430)]) == 1
 
 
-def test_a_shorter_clear_after_ends_a_flapping_state_as_soon_as_the_pipeline_restarts(tmp_path):
+def test_a_shorter_clear_after_ends_a_flapping_state_with_the_first_batch_after_the_restart(tmp_path):
     """Flapping since 230 s, quiet until 600 s: within 900 s of quiet, but past 300 s of it."""
-    first = restart(tmp_path, flapping_config())
-    assert feed(first, 0, [*flap(0, 30), *flap(100, 130), *flap(200, 230), tick(600)]) == 1
-    assert flapping_partitions(restart(tmp_path, flapping_config())) == 1
-    assert flapping_partitions(restart(tmp_path, flapping_config(clear_after_s=300))) == 0  # served at once
+    for run_dir in (tmp_path / "same", tmp_path / "shorter"):
+        first = restart(run_dir, flapping_config())
+        assert feed(first, 0, [*flap(0, 30), *flap(100, 130), *flap(200, 230), tick(600)]) == 1
+    assert flapping_partitions(restart(tmp_path / "same", flapping_config())) == 1  # served from the snapshot
+    assert feed(restart(tmp_path / "same", flapping_config()), 1, [tick(610)]) == 1
+    assert feed(restart(tmp_path / "shorter", flapping_config(clear_after_s=300)), 1, [tick(610)]) == 0
 
 
 class PickleCounting(Counting):
@@ -185,8 +195,11 @@ def test_an_analysis_no_batch_fed_is_not_pickled_again_yet_restores_exactly(tmp_
 
     restarted = Pipeline(make, tmp_path / "history", tmp_path / "state")
     assert restarted.last_batch_id == 2
-    assert [a.seen for a in restarted.analyses] == [3, 1]
-    assert restarted.evaluations == {"ends": Evaluation([{"seen": 3}]), "commits": Evaluation([{"seen": 1}])}
+    assert [state_of(restarted, (t, "prod")).seen for t in ("ends", "commits")] == [3, 1]
+    assert restarted.evaluations == {
+        ("ends", "prod"): Evaluation([{"seen": 3}]),
+        ("commits", "prod"): Evaluation([{"seen": 1}]),
+    }
     assert restarted.evaluations == jobs.evaluations
 
 
@@ -212,6 +225,6 @@ def test_a_planted_or_cut_short_snapshot_runs_nothing_and_the_one_before_it_is_u
 
     restarted = Pipeline(lambda: [Counting("counting")], tmp_path / "history", state)
     assert not marker.exists()  # the planted command never ran
-    assert restarted.last_batch_id == 0 and [a.seen for a in restarted.analyses] == [1]  # batch 0's state
+    assert restarted.last_batch_id == 0 and state_of(restarted, COUNTING).seen == 1  # batch 0's state
     skipped = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
     assert len(skipped) == 2 and "posix.system is not part of the analyses' state" in skipped[0]

@@ -53,7 +53,7 @@ def test_a_bad_record_is_written_aside_and_the_good_ones_reach_the_analyses(spar
     assert letter["reason"].startswith("not UTF-8 JSON")
     assert base64.b64decode(letter["raw"]) == broken
     # All three scrapes reached the lag analysis: end 300 - committed 190 (as in test_lag_job).
-    (lag,) = jobs.evaluations.values()
+    lag = jobs.evaluations["lag", "prod"]
     assert [(row["lag_messages"], row["status"]) for row in lag.history] == [(110, "WARN")]
     # The query's own counts see every record, also those whose samples the source dropped as unread.
     assert (jobs.health.input_records, jobs.health.dead_letters) == (5, 1)
@@ -89,7 +89,7 @@ def test_poison_pills_are_dead_lettered_and_the_stream_goes_on(spark, kafka_clus
     letters = [json.loads(line) for f in config.sinks.dead_letter_dir.rglob("*.json") for line in f.open()]
     assert [(letter["offset"], base64.b64decode(letter["raw"])) for letter in letters] == [(1, far_future)]
     assert letters[0]["reason"].startswith("ts: missing or not epoch milliseconds between 0 and")
-    lag = jobs.evaluations["lag"]  # every scrape after the poison pills reached the analysis
+    lag = jobs.evaluations["lag", "prod"]  # every scrape after the poison pills reached the analysis
     assert [(row["lag_messages"], row["status"]) for row in lag.history] == [(110, "WARN")]
-    assert "throughput" in jobs.evaluations  # the long counter reached its analysis too
+    assert ("throughput", "prod") in jobs.evaluations  # the long counter reached its analysis too
     assert (jobs.health.input_records, jobs.health.dead_letters) == (len(values), 1)

@@ -11,20 +11,17 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from pyspark.sql.pandas.types import to_arrow_schema
 from stream_run import offsets_batch, produce
 
+from bench.reference import batch_of
 from common.config import Config
 from common.contract import encode
 from peers.process import free_port
 from spark_jobs.exposition import ExpositionPolicy
-from spark_jobs.kafka_source import SCHEMA
 from spark_jobs.pipeline import DerivedCollector
-from spark_jobs.records import to_record_batch
 from spark_jobs.stream import QUERY, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
@@ -79,31 +76,26 @@ def served(jobs, config: Config) -> dict[tuple[str, tuple], float]:
     }
 
 
-def frame(spark, values: list[bytes], first_offset: int):
-    """The Kafka source's rows for metrics-topic records ``values`` at consecutive offsets of partition 0."""
-    records = [(value, 0, first_offset + i) for i, value in enumerate(values)]
-    batch = to_record_batch(records, "kobs.metrics", to_arrow_schema(SCHEMA, timezone="UTC"))
-    return spark.createDataFrame(pa.Table.from_batches([batch]))
-
-
-def test_a_replayed_batch_id_leaves_identical_history_and_metrics(spark, tmp_path):
+def test_a_replayed_batch_id_leaves_identical_history_and_metrics(tmp_path):
+    """The driver's side, on the one-process path (the streaming query's state store replays its own part:
+    the kill -9 test below)."""
     config = config_for(tmp_path)
     values = [encode(b) for b in scrapes(4)]
-    first, second = frame(spark, values[:2], 0), frame(spark, [*values[2:], b"{broken"], 2)
     jobs = pipeline(config)
-    jobs.process(first, 0)
-    jobs.process(second, 1)
+    first, second = batch_of(values[:2], jobs.inputs), batch_of([*values[2:], b"{broken"], jobs.inputs)
+    jobs.feed(*first, 0, 0.0)
+    jobs.feed(*second, 1, 0.0)
     expected_history, expected = history(tmp_path), served(jobs, config)
     assert expected[("kobs_pipeline_input_records_total", (("query", QUERY),))] == 5
     assert expected[("kobs_pipeline_dead_letters_total", (("query", QUERY),))] == 1
     assert expected[("kobs_consumergroup_critical", (("cluster", "prod"), ("group", "ledger")))] == 1
 
-    jobs.process(second, 1)  # foreachBatch called again with the same id in the same process
+    jobs.feed(*second, 1, 0.0)  # the same batch id again in the same process
     assert (history(tmp_path), served(jobs, config)) == (expected_history, expected)
 
     restarted = pipeline(config)  # a new driver: it serves the newest snapshot before any batch
     assert served(restarted, config) == expected
-    restarted.process(second, 1)  # Spark replays the batch it had not committed when the driver died
+    restarted.feed(*second, 1, 0.0)  # Spark replays the batch it had not committed when the driver died
     assert (history(tmp_path), served(restarted, config)) == (expected_history, expected)
 
 

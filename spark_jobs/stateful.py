@@ -1,0 +1,133 @@
+"""The analyses on the executors: decoded rows → one stateful step per ``(table, cluster)`` key.
+
+Each decoded row goes to the key of every analysis that reads its name (a sample two analyses read goes to
+both); the records' own rows and the dead letters go to the query's health key (``keyed.PIPELINE``). Spark
+shuffles the rows by key and calls :func:`stepper`'s function once per key and micro-batch in the executors'
+Python workers (``applyInPandasWithState``): it restores the key's analysis from Spark's state store
+(RocksDB, in the query's checkpoint), feeds it the key's rows in the order they were read, stores the new
+state and returns the evaluation. The driver collects one small row per key that had data
+(:func:`outcomes`): history rows, derived metric values, batch counts and dead letters.
+
+A replayed micro-batch (after a crash) starts from the state store's version before it, as any Spark
+stateful query does, so its answers are those of the first attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+
+from spark_jobs.analysis import Analysis, Evaluation, Observation
+from spark_jobs.keyed import PIPELINE, Key, advance, state_modules, tables_by_name
+from spark_jobs.pipeline_health import BatchStats
+from spark_jobs.records import RECORD
+
+OUTPUT = "table string, cluster string, payload binary"  # payload: a pickled Evaluation, or health's part
+STATE = "analysis binary"  # the key's pickled analysis
+ORDER = ["partition", "offset", "seq"]  # the order the rows were read in: Kafka's, then within a record
+DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
+
+
+def analyzed(decoded: DataFrame, make_analyses: Callable[[], list[Analysis]]) -> DataFrame:
+    """The outcome rows (:data:`OUTPUT`) of each key with data in a micro-batch of ``decoded`` rows
+    (``kafka_source.SCHEMA``)."""
+    by_name = F.create_map(
+        *(part for name, tables in tables_by_name(make_analyses()).items() for part in _entry(name, tables))
+    )
+    own = F.col("dead_letter").isNotNull() | (F.col("name") == RECORD)
+    tables = F.when(own, F.array(F.lit(PIPELINE))).otherwise(F.try_element_at(by_name, F.col("name")))
+    rows = decoded.select(
+        F.explode(tables).alias("table"),
+        "cluster",
+        "name",
+        "source",
+        "labels",
+        (F.unix_micros("ts") / 1e6).alias("t_s"),
+        "value",
+        "event",
+        *ORDER,
+        "dead_letter",
+        "topic",
+        "raw",
+    )
+    return rows.groupBy("table", "cluster").applyInPandasWithState(
+        stepper(make_analyses), OUTPUT, STATE, "append", "NoTimeout"
+    )
+
+
+def _entry(name: str, tables: tuple[str, ...]) -> tuple:
+    return F.lit(name), F.array(*(F.lit(table) for table in tables))
+
+
+def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
+    """The function ``applyInPandasWithState`` calls per key: advance its analysis, or count its records."""
+    modules = state_modules(make_analyses)
+
+    def step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        table, cluster = key
+        rows = pd.concat(list(frames), ignore_index=True).sort_values(ORDER, kind="stable")
+        if table == PIPELINE:
+            payload = (health_part(rows), dead_letters(rows))
+        else:
+            (fresh,) = (analysis for analysis in make_analyses() if analysis.table == table)
+            stored = bytes(state.get[0]) if state.exists else None
+            new_state, payload = advance(fresh, stored, list(observations(rows)), modules)
+            state.update((new_state,))
+        yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [pickle.dumps(payload)]})
+
+    return step
+
+
+def observations(rows: pd.DataFrame) -> Iterator[Observation]:
+    """The samples and events of a key's rows, as the analyses take them."""
+    columns = ("name", "cluster", "source", "labels", "t_s", "value", "event")
+    for name, cluster, source, labels, t_s, value, event in zip(
+        *(rows[column].tolist() for column in columns), strict=True
+    ):
+        sample = not isinstance(event, str)
+        yield Observation(
+            name,
+            cluster,
+            source,
+            labels or {},
+            t_s,
+            value if sample else None,
+            None if sample else json.loads(event),
+        )
+
+
+def health_part(rows: pd.DataFrame) -> BatchStats:
+    """The records, dead letters and each source's newest time among one cluster's own rows."""
+    own = rows[rows["name"] == RECORD]
+    newest = own.groupby(["cluster", "source"])["t_s"].max()
+    return BatchStats(len(rows), int(rows["dead_letter"].notna().sum()), newest.to_dict())
+
+
+def dead_letters(rows: pd.DataFrame) -> pa.Table | None:
+    dead = rows[rows["dead_letter"].notna()]
+    return pa.Table.from_pandas(dead[DEAD_LETTER_COLUMNS], preserve_index=False) if len(dead) else None
+
+
+def outcomes(rows: Iterable[Row]) -> tuple[list[tuple[Key, Evaluation]], BatchStats, pa.Table | None]:
+    """A micro-batch's collected outcome rows → each key's evaluation, the batch's counts (all clusters
+    together) and its dead letters (None: none)."""
+    results, parts, dead = [], [], []
+    for row in rows:
+        payload = pickle.loads(row.payload)
+        if row.table == PIPELINE:
+            parts.append(payload[0])
+            if payload[1] is not None:
+                dead.append(payload[1])
+        else:
+            results.append(((row.table, row.cluster), payload))
+    newest: dict[tuple[str, str], float] = {}
+    for part in parts:
+        newest |= part.newest_s
+    stats = BatchStats(sum(p.records for p in parts), sum(p.dead_letters for p in parts), newest)
+    return results, stats, pa.concat_tables(dead) if dead else None
