@@ -113,17 +113,17 @@ def run(args: argparse.Namespace) -> int:
             f"produced in {time.perf_counter() - began:.1f} s",
             flush=True,
         )
-        config = _config(boot, topic, math.ceil(records / shape.rounds), Path(tmp) / "spark")
+        config = bench_config(boot, topic, math.ceil(records / shape.rounds), Path(tmp) / "spark")
         print(f"analyses: {', '.join(a.table for a in analyses(config))}", flush=True)
         spark_jobs, spark, progress = _spark(config, args.master, samples)
-        baseline_jobs = _pipeline(config, Path(tmp) / "reference")
+        baseline_jobs = one_process_pipeline(config, Path(tmp) / "reference")
         with Usage() as used:
             began = time.perf_counter()
             seconds = reference.run(boot, topic, reference.batches_of(progress, topic), baseline_jobs)
             used.sample()
             baseline = Run(time.perf_counter() - began, seconds, used.peak_rss, used.cpu_s, mean(used.loads))
         _print("baseline", reference.NAME, baseline, samples)
-    same = _results(baseline_jobs) == _results(spark_jobs)
+    same = results(baseline_jobs) == results(spark_jobs)
     ratio = spark.rate(samples) / baseline.rate(samples)
     cpu_ratio = sum(baseline.cpu_s.values()) / sum(spark.cpu_s.values())
     print(
@@ -215,15 +215,15 @@ def _target(name: str, value: float, target: float, unit: str) -> None:
     print(f"  {name}: {value:,.2f} {unit} — {verdict}")
 
 
-def _results(jobs: Pipeline) -> list:
+def results(jobs: Pipeline) -> list:
     """Every analysis's last evaluation, comparable across runs (NaN equals NaN through repr)."""
     return sorted(
-        (table, sorted(map(repr, e.metrics)), sorted(map(repr, e.history)))
-        for table, e in jobs.evaluations.items()
+        (key, sorted(map(repr, e.metrics)), sorted(map(repr, e.history)))
+        for key, e in jobs.evaluations.items()
     )
 
 
-def _config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Config:
+def bench_config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Config:
     return Config.model_validate(
         {
             "clusters": [{"name": "bench", "bootstrap_servers": [bootstrap]}],
@@ -233,7 +233,7 @@ def _config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Conf
     )
 
 
-def _pipeline(config: Config, run_dir: Path) -> Pipeline:
+def one_process_pipeline(config: Config, run_dir: Path) -> Pipeline:
     return Pipeline(lambda: analyses(config), run_dir / "history", run_dir / "state")
 
 

@@ -3,9 +3,9 @@
 Spark's Kafka source (``spark-sql-kafka-0-10``, resolved by setup from Maven Central with the other jars:
 ``common.jars``) plans each micro-batch's offset ranges and reads them in the executors' JVMs; its rows
 (``value``, ``partition``, ``offset``) go in Arrow batches to the executors' Python workers
-(``mapInArrow``), which check each record against the contract and flatten it into :data:`SCHEMA`
-(``spark_jobs.records``): one row per record (named ``records.RECORD``), one per sample, one per event, one
-per dead letter. Nothing of it runs in the driver.
+(``mapInArrow``), which check each record against the contract and split it into :data:`SCHEMA` rows
+(``spark_jobs.records``): one of its own, one per analysis it feeds with that analysis's samples and
+events, or one dead letter. Nothing of it runs in the driver.
 
 Offsets live in the query's checkpoint. Records gone before they were read (retention, a recreated topic)
 are skipped with a warning in the log (``failOnDataLoss`` false): the platform's own metrics must not stop
@@ -15,17 +15,15 @@ again from its checkpoint (``spark_jobs.stream.run_stream``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
-    DoubleType,
     IntegerType,
     LongType,
-    MapType,
     StringType,
     StructField,
     StructType,
@@ -34,23 +32,20 @@ from pyspark.sql.types import (
 
 from common.config import Config
 from common.kafka_clients import java_client_settings
-from spark_jobs.records import to_record_batch
+from spark_jobs.records import Tables, to_record_batch
 
 SCHEMA = StructType(
     [
+        StructField("table", StringType()),  # the analysis the part feeds, or keyed.PIPELINE
         StructField("cluster", StringType()),
         StructField("source", StringType()),
-        StructField("ts", TimestampType()),
-        StructField("name", StringType()),
-        StructField("labels", MapType(StringType(), StringType())),
-        StructField("value", DoubleType()),
+        StructField("ts", TimestampType()),  # the record's newest time on its own row, else its batch time
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
-        StructField("seq", IntegerType()),  # the row's place within its record (0: the record's own row)
-        StructField("event", StringType()),  # an event's fields as JSON, its type in ``name``
-        StructField("dead_letter", StringType()),  # reason the record failed the contract; null for samples
-        StructField("raw", BinaryType()),  # the failed record's value; null for samples
+        StructField("observed", BinaryType()),  # the part's samples and events (records.part)
+        StructField("dead_letter", StringType()),  # reason the record failed the contract
+        StructField("raw", BinaryType()),  # the failed record's value
     ]
 )
 
@@ -70,24 +65,20 @@ def source_options(config: Config) -> dict[str, str]:
     return options | {f"kafka.{key}": value for key, value in settings.items()}
 
 
-def read_metrics(
-    spark: SparkSession, options: dict[str, str], names: Collection[str] | None = None
-) -> DataFrame:
-    """The metrics topic's records as :data:`SCHEMA` rows. With ``names``, only the samples and events so
-    named become rows (besides every record's own row and every dead letter)."""
+def read_metrics(spark: SparkSession, options: dict[str, str], tables: Tables) -> DataFrame:
+    """The metrics topic's records as :data:`SCHEMA` rows: their parts for the analyses' ``tables``."""
     records = spark.readStream.format("kafka").options(**options).load()
-    return decoded(records, names)
+    return decoded(records, tables)
 
 
-def decoded(records: DataFrame, names: Collection[str] | None = None) -> DataFrame:
+def decoded(records: DataFrame, tables: Tables) -> DataFrame:
     """Kafka source rows (``topic``, ``partition``, ``offset``, ``value``) as :data:`SCHEMA` rows, decoded
     in the executors' Python workers."""
-    return records.select("topic", "partition", "offset", "value").mapInArrow(decoder(names), SCHEMA)
+    return records.select("topic", "partition", "offset", "value").mapInArrow(decoder(tables), SCHEMA)
 
 
-def decoder(names: Collection[str] | None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def decoder(tables: Tables) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function: each Arrow batch of records → one batch of :data:`SCHEMA` rows."""
-    wanted = frozenset(names) if names is not None else None
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -97,6 +88,6 @@ def decoder(names: Collection[str] | None) -> Callable[[Iterator[pa.RecordBatch]
             for topic, partition, offset, value in zip(*columns, strict=True):
                 by_topic.setdefault(topic, []).append((value, partition, offset))
             for topic, records in by_topic.items():
-                yield to_record_batch(records, topic, schema, wanted)
+                yield to_record_batch(records, topic, schema, tables)
 
     return decode

@@ -1,115 +1,126 @@
-"""Metrics-topic records → one Arrow RecordBatch: a row per record, per sample, per event, per dead letter.
+"""Metrics-topic records → one Arrow RecordBatch of their parts: one row per record and analysis it feeds.
 
 Pure (no Kafka, no Spark): the Kafka source hands over ``(value, partition, offset)`` triples and the Arrow
-schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). Every valid record has one row of its own, named
-``RECORD``, whose ``ts`` is the record's newest time (its batch time or a later event's): the pipeline
-counts records and sees each source's last report from these rows even when a ``names`` filter drops all
-of the record's samples. An event's row has its type as ``name``, its own time as ``ts``, its other fields
-as JSON in ``event``, and null ``labels`` and ``value``. A record that fails the contract becomes one row
-with ``dead_letter`` set to the reason and ``raw`` to its bytes; its sample columns are null. ``seq`` is a
-row's place within its record (0: the record's own row), so (``partition``, ``offset``, ``seq``) gives the
-order the rows were read in, whatever Spark shuffles.
+schema Spark expects (``spark_jobs.kafka_source.SCHEMA``). A valid record becomes
 
-This runs for every sample in the Python workers, so it works on the validated JSON documents
-(``contract.parse``) and fills flat column lists: the ``labels`` map column is built from its offsets,
-keys and values rather than from a Python object per row.
+- one row of its own, ``table`` = ``keyed.PIPELINE``, whose ``ts`` is the record's newest time (its batch
+  time or a later event's): the pipeline counts records and sees each source's last report from these
+  rows even when no analysis reads the record;
+- one row per analysis table that reads some of its samples or events, whose ``observed`` holds those
+  samples and events as compact JSON (:func:`part`), read back with :func:`observations`.
+
+A record that fails the contract becomes one row (``table`` = ``keyed.PIPELINE``) with ``dead_letter`` set
+to the reason and ``raw`` to its bytes.
+
+Rows are few (a record's samples travel together), so Spark moves, shuffles and sorts thousands of rows
+per batch, not millions; each sample is parsed once here and turned into an observation once, in the
+analysis's own task.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Collection, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
+import orjson
 import pyarrow as pa
 
 from common.contract import NON_FINITE, ContractError, parse
+from spark_jobs.analysis import Observation
+from spark_jobs.keyed import PIPELINE
 
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
-PER_RECORD = ("cluster", "source", "topic", "partition", "offset", "dead_letter", "raw")
-RECORD = ""  # the name of each record's own row; no sample or event name can be empty
+Tables = Mapping[str, Sequence[str]]  # sample or event name -> the tables of the analyses that read it
+COLUMNS = (
+    "table",
+    "cluster",
+    "source",
+    "ts",
+    "topic",
+    "partition",
+    "offset",
+    "observed",
+    "dead_letter",
+    "raw",
+)
 # What building the columns raises on a value they cannot hold (an overflow, a type Arrow refuses).
-UNCONVERTIBLE = (pa.ArrowException, OverflowError, ValueError, TypeError)
+UNCONVERTIBLE = (pa.ArrowException, OverflowError, ValueError, TypeError, orjson.JSONEncodeError)
 
 
 def to_record_batch(
-    records: Sequence[Record], topic: str, schema: pa.Schema, names: Collection[str] | None = None
+    records: Sequence[Record], topic: str, schema: pa.Schema, tables: Tables
 ) -> pa.RecordBatch:
-    """Decode and flatten records; columns in ``schema`` order (see ``kafka_source.SCHEMA``). With
-    ``names``, only the samples and events so named become rows (besides every record's own row and every
-    dead letter). A record the contract accepts but the columns cannot hold becomes a dead letter too, so
-    one record can never fail its batch (and, retried, every batch after it)."""
+    """Decode records into their parts; columns in ``schema`` order (see ``kafka_source.SCHEMA``). A record
+    the contract accepts but the columns cannot hold becomes a dead letter too, so one record can never
+    fail its batch (and, retried, every batch after it)."""
     try:
-        return _record_batch(records, topic, schema, names)
+        return _record_batch(records, topic, schema, tables)
     except UNCONVERTIBLE:
-        return pa.concat_batches([_alone(record, topic, schema, names) for record in records])
+        return pa.concat_batches([_alone(record, topic, schema, tables) for record in records])
 
 
-def _alone(record: Record, topic: str, schema: pa.Schema, names: Collection[str] | None) -> pa.RecordBatch:
+def _alone(record: Record, topic: str, schema: pa.Schema, tables: Tables) -> pa.RecordBatch:
     try:
-        return _record_batch([record], topic, schema, names)
+        return _record_batch([record], topic, schema, tables)
     except UNCONVERTIBLE as exc:
         reason = f"valid, but not convertible to the pipeline's columns: {type(exc).__name__}: {exc}"
-        return _record_batch([record], topic, schema, names, refused=reason)
+        return _record_batch([record], topic, schema, tables, refused=reason)
 
 
 def _record_batch(
-    records: Sequence[Record],
-    topic: str,
-    schema: pa.Schema,
-    names: Collection[str] | None,
-    refused: str | None = None,
+    records: Sequence[Record], topic: str, schema: pa.Schema, tables: Tables, refused: str | None = None
 ) -> pa.RecordBatch:
     """:func:`to_record_batch` in one go; ``refused`` makes every record a dead letter with that reason."""
-    columns: dict[str, list] = {name: [] for name in (*PER_RECORD, "ts", "name", "value", "event", "seq")}
-    offsets, keys, items, no_labels = [0], [], [], []  # the labels map column
+    columns: dict[str, list] = {name: [] for name in COLUMNS}
     for value, partition, offset in records:
         try:
             if refused:
                 raise ContractError(refused)
             doc = parse(value)
         except ContractError as exc:
-            n, per_record = 1, (None, None, topic, partition, offset, str(exc), value)
-            for name in ("ts", "name", "value", "event"):
-                columns[name].append(None)
-            offsets.append(len(keys))
-            no_labels.append(True)
+            rows = [(PIPELINE, None, None, None, None, str(exc), value)]
         else:
-            samples, events = doc.get("samples", ()), doc.get("events", ())
-            if names is not None:
-                samples = [s for s in samples if s[0] in names]
-                events = [e for e in events if e["type"] in names]
-            n = 1 + len(samples) + len(events)
-            per_record = (doc["cluster"], doc["source"], topic, partition, offset, None, None)
-            event_ts = [e["ts"] * 1000 for e in events]  # Spark's µs
-            batch_ts = doc["ts"] * 1000
-            columns["ts"] += [newest_ms(doc) * 1000] + [batch_ts] * len(samples) + event_ts
-            columns["name"] += [RECORD] + [s[0] for s in samples] + [e["type"] for e in events]
-            columns["value"].append(None)
-            # Every value as a double, as Prometheus keeps it: an integer past 2**53 (a long JMX counter)
-            # rounds instead of failing the column.
-            columns["value"] += [float(v) if type(v) is not str else NON_FINITE[v] for _, _, v in samples]
-            columns["value"] += [None] * len(events)
-            columns["event"] += [None] * (1 + len(samples)) + [json.dumps(event_fields(e)) for e in events]
-            offsets.append(len(keys))
-            for _, labels, _ in samples:
-                keys += labels
-                items += labels.values()
-                offsets.append(len(keys))
-            offsets += [len(keys)] * len(events)
-            no_labels += [True] + [False] * len(samples) + [True] * len(events)
-        for name, constant in zip(PER_RECORD, per_record, strict=True):
-            columns[name] += [constant] * n
-        columns["seq"] += range(n)
-    labels_type = schema.field("labels").type
-    labels = pa.MapArray.from_arrays(
-        pa.array(offsets, pa.int32()),
-        pa.array(keys, labels_type.key_type),
-        pa.array(items, labels_type.item_type),
-        type=labels_type,
-        mask=pa.array(no_labels, pa.bool_()),
-    )
-    arrays = [labels if f.name == "labels" else pa.array(columns[f.name], type=f.type) for f in schema]
+            cluster, source = doc["cluster"], doc["source"]
+            rows = [(PIPELINE, cluster, source, newest_ms(doc) * 1000, None, None, None)]
+            rows += [
+                (table, cluster, source, doc["ts"] * 1000, observed, None, None)
+                for table, observed in part(doc, tables).items()
+            ]
+        for table, cluster, source, ts, observed, dead_letter, raw in rows:
+            for name, cell in (
+                ("table", table), ("cluster", cluster), ("source", source), ("ts", ts), ("topic", topic),
+                ("partition", partition), ("offset", offset), ("observed", observed),
+                ("dead_letter", dead_letter), ("raw", raw),
+            ):  # fmt: skip
+                columns[name].append(cell)
+    arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def part(doc: dict, tables: Tables) -> dict[str, bytes]:
+    """A validated record's samples and events by the table that reads them, each table's as the JSON
+    ``[batch time ms, samples, events]``; sample values as doubles (as Prometheus keeps them: an integer
+    past 2**53, a long JMX counter, rounds) or the strings of ``NON_FINITE``."""
+    parts: dict[str, tuple[list, list]] = {}
+    for sample in doc.get("samples", ()):
+        for table in tables.get(sample[0], ()):
+            name, labels, value = sample
+            parts.setdefault(table, ([], []))[0].append(
+                [name, labels, value if type(value) is str else float(value)]
+            )
+    for event in doc.get("events", ()):
+        for table in tables.get(event["type"], ()):
+            parts.setdefault(table, ([], []))[1].append(event)
+    return {table: orjson.dumps([doc["ts"], samples, events]) for table, (samples, events) in parts.items()}
+
+
+def observations(cluster: str, source: str, observed: bytes) -> Iterator[Observation]:
+    """The observations of one record's part (:func:`part`) for the analysis that reads it."""
+    ts_ms, samples, events = orjson.loads(observed)
+    t_s = ts_ms / 1000
+    for name, labels, value in samples:
+        yield Observation(name, cluster, source, labels, t_s, NON_FINITE.get(value, value), None)
+    for event in events:
+        yield Observation(event["type"], cluster, source, {}, event["ts"] / 1000, None, event_fields(event))
 
 
 def newest_ms(doc: dict) -> int:

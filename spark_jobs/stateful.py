@@ -1,12 +1,12 @@
-"""The analyses on the executors: decoded rows → one stateful step per ``(table, cluster)`` key.
+"""The analyses on the executors: record parts → one stateful step per ``(table, cluster)`` key.
 
-Each decoded row goes to the key of every analysis that reads its name (a sample two analyses read goes to
-both); the records' own rows and the dead letters go to the query's health key (``keyed.PIPELINE``). Spark
-shuffles the rows by key and calls :func:`stepper`'s function once per key and micro-batch in the executors'
-Python workers (``applyInPandasWithState``): it restores the key's analysis from Spark's state store
-(RocksDB, in the query's checkpoint), feeds it the key's rows in the order they were read, stores the new
-state and returns the evaluation. The driver collects one small row per key that had data
-(:func:`outcomes`): history rows, derived metric values, batch counts and dead letters.
+The decoded rows (``kafka_source.SCHEMA``) are already keyed: each is one record's part for one analysis
+table, or a record's own row or dead letter for the query's health key (``keyed.PIPELINE``). Spark shuffles
+them by key and calls :func:`stepper`'s function once per key and micro-batch in the executors' Python
+workers (``applyInPandasWithState``): it restores the key's analysis from Spark's state store (RocksDB, in
+the query's checkpoint), feeds it the key's observations in the order they were read, stores the new state
+and returns the evaluation. The driver collects one small row per key that had data (:func:`outcomes`):
+history rows, derived metric values, batch counts and dead letters.
 
 A replayed micro-batch (after a crash) starts from the state store's version before it, as any Spark
 stateful query does, so its answers are those of the first attempt.
@@ -14,7 +14,6 @@ stateful query does, so its answers are those of the first attempt.
 
 from __future__ import annotations
 
-import json
 import pickle
 from collections.abc import Callable, Iterable, Iterator
 
@@ -24,45 +23,25 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from spark_jobs.analysis import Analysis, Evaluation, Observation
-from spark_jobs.keyed import PIPELINE, Key, advance, state_modules, tables_by_name
+from spark_jobs.keyed import PIPELINE, Key, advance, state_modules
 from spark_jobs.pipeline_health import BatchStats
-from spark_jobs.records import RECORD
+from spark_jobs.records import observations as part_observations
 
 OUTPUT = "table string, cluster string, payload binary"  # payload: a pickled Evaluation, or health's part
 STATE = "analysis binary"  # the key's pickled analysis
-ORDER = ["partition", "offset", "seq"]  # the order the rows were read in: Kafka's, then within a record
+ORDER = ["partition", "offset"]  # the order the records were read in (the shuffle does not keep it)
 DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
 
 
 def analyzed(decoded: DataFrame, make_analyses: Callable[[], list[Analysis]]) -> DataFrame:
-    """The outcome rows (:data:`OUTPUT`) of each key with data in a micro-batch of ``decoded`` rows
-    (``kafka_source.SCHEMA``)."""
-    by_name = F.create_map(
-        *(part for name, tables in tables_by_name(make_analyses()).items() for part in _entry(name, tables))
-    )
-    own = F.col("dead_letter").isNotNull() | (F.col("name") == RECORD)
-    tables = F.when(own, F.array(F.lit(PIPELINE))).otherwise(F.try_element_at(by_name, F.col("name")))
+    """The outcome rows (:data:`OUTPUT`) of each key with data in a micro-batch of ``decoded`` rows."""
     rows = decoded.select(
-        F.explode(tables).alias("table"),
-        "cluster",
-        "name",
-        "source",
-        "labels",
-        (F.unix_micros("ts") / 1e6).alias("t_s"),
-        "value",
-        "event",
-        *ORDER,
-        "dead_letter",
-        "topic",
-        "raw",
-    )
+        "table", "cluster", "source", (F.unix_micros("ts") / 1e6).alias("t_s"), *ORDER, "observed",
+        "dead_letter", "topic", "raw",
+    )  # fmt: skip
     return rows.groupBy("table", "cluster").applyInPandasWithState(
         stepper(make_analyses), OUTPUT, STATE, "append", "NoTimeout"
     )
-
-
-def _entry(name: str, tables: tuple[str, ...]) -> tuple:
-    return F.lit(name), F.array(*(F.lit(table) for table in tables))
 
 
 def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
@@ -85,27 +64,14 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
 
 
 def observations(rows: pd.DataFrame) -> Iterator[Observation]:
-    """The samples and events of a key's rows, as the analyses take them."""
-    columns = ("name", "cluster", "source", "labels", "t_s", "value", "event")
-    for name, cluster, source, labels, t_s, value, event in zip(
-        *(rows[column].tolist() for column in columns), strict=True
-    ):
-        sample = not isinstance(event, str)
-        yield Observation(
-            name,
-            cluster,
-            source,
-            labels or {},
-            t_s,
-            value if sample else None,
-            None if sample else json.loads(event),
-        )
+    """The samples and events of a key's record parts, in row order."""
+    for cluster, source, observed in zip(rows["cluster"], rows["source"], rows["observed"], strict=True):
+        yield from part_observations(cluster, source, observed)
 
 
 def health_part(rows: pd.DataFrame) -> BatchStats:
     """The records, dead letters and each source's newest time among one cluster's own rows."""
-    own = rows[rows["name"] == RECORD]
-    newest = own.groupby(["cluster", "source"])["t_s"].max()
+    newest = rows[rows["dead_letter"].isna()].groupby(["cluster", "source"])["t_s"].max()
     return BatchStats(len(rows), int(rows["dead_letter"].notna().sum()), newest.to_dict())
 
 

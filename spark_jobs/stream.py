@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 QUERY = "stream"
 SECRET_OPTIONS = r"(?i)url|password|jaas|keystore\.key"  # Spark's default is "(?i)url"
 STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
+STATE_PARTITIONS = 4  # the analyses' keys spread over these (fixed when a checkpoint is created)
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
 
@@ -88,7 +89,9 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     block manager and the UI bind 127.0.0.1 (``SPARK_LOCAL_IP``, unless set). With a cluster master the
     executors must reach the driver: set ``SPARK_LOCAL_IP`` or ``spark.driver.host`` for that network. The
     web UI, which has no authentication, is off unless ``ui_port`` is given. Options that carry secrets
-    (the Kafka login, the client key) are redacted wherever Spark shows a plan."""
+    (the Kafka login, the client key) are redacted wherever Spark shows a plan. The analyses' state
+    partitions are ``STATE_PARTITIONS`` unless ``spark.sql.shuffle.partitions`` is set in Spark's own
+    configuration (``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -98,7 +101,6 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         .config("spark.jars", ",".join(str(jar) for jar in jars.jars("spark-kafka")))
         .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
         .config("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT_S}s")
-        .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.ui.enabled", ui_port is not None)
@@ -106,6 +108,8 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     if ui_port is not None:
         builder = builder.config("spark.ui.port", ui_port)
     session = builder.getOrCreate()
+    if not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):  # unless set for Spark
+        session.conf.set("spark.sql.shuffle.partitions", STATE_PARTITIONS)
     quiet_kafka_client(session)
     return session
 
@@ -125,7 +129,7 @@ def start_query(
 ) -> StreamingQuery:
     """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back).
     Only the samples and events some analysis reads are decoded into rows."""
-    rows = read_metrics(spark, source_options(config), jobs.inputs)
+    rows = read_metrics(spark, source_options(config), jobs.tables)
     writer = (
         analyzed(rows, jobs.make_analyses)
         .writeStream.queryName(QUERY)

@@ -5,6 +5,7 @@ The benchmark itself is run by hand (``kobs bench stream``), never here: no timi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,13 +15,14 @@ import uuid
 import pytest
 from test_lag_job import SCRAPES, produce, scrape_batch
 
-from bench import reference
+from bench import reference, stream
 from bench.resources import Usage, tree, usage
 from bench.workload import MESSAGE_BYTES, Shape, Workload
 from common import names
 from common.contract import MAX_ITEMS_PER_RECORD, encode
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import Pipeline
+from spark_jobs.stream import analyses, pipeline, start_query
 
 SHAPE = Shape(brokers=3, partitions=60, groups=2, rounds=4)
 
@@ -106,6 +108,28 @@ def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_
         "batch_id=1",
         "batch_id=2",
     ]
+
+
+@pytest.mark.peers
+@pytest.mark.spark
+def test_the_streaming_query_derives_what_the_one_process_path_derives(spark, kafka_cluster, tmp_path):
+    """Item 5 of issue 13: the recorded workload (a flapping follower, a controller failover, lagging groups,
+    producers) through the kobs stream query on Spark and through one Python process, batch for batch."""
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    records, *_ = stream.produce(kafka_cluster.bootstrap, topic, Workload(SHAPE))
+    config = stream.bench_config(
+        kafka_cluster.bootstrap, topic, -(-records // SHAPE.rounds), tmp_path / "spark"
+    )
+    jobs = pipeline(config)
+    query = start_query(spark, config, jobs, available_now=True)
+    query.awaitTermination(300)
+    assert query.exception() is None
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    baseline = stream.one_process_pipeline(config, tmp_path / "reference")
+    reference.run(kafka_cluster.bootstrap, topic, reference.batches_of(progress, topic), baseline)
+    assert baseline.last_batch_id == jobs.last_batch_id >= 1
+    assert {table for table, _ in jobs.evaluations} == {a.table for a in analyses(config)}
+    assert stream.results(jobs) == stream.results(baseline)
 
 
 def test_the_baseline_reads_the_batches_of_the_spark_querys_progress_reports():

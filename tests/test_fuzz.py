@@ -12,9 +12,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from common.config import ConfigError, load_config
 from spark_jobs.kafka_source import SCHEMA
-from spark_jobs.records import RECORD, to_record_batch
+from spark_jobs.keyed import PIPELINE
+from spark_jobs.records import observations, to_record_batch
 
 ARROW = to_arrow_schema(SCHEMA, timezone="UTC")
+TABLES = {"kafka_x": ("throughput",), "isr_change": ("replication", "isr_flapping")}
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # JSON-like values with the extremes that once broke things: huge and tiny numbers, non-finite floats
@@ -93,13 +95,17 @@ def record(data) -> bytes:
 @given(st.data())
 def test_any_record_is_rows_or_a_dead_letter_never_an_exception(data):
     values = [record(data) for _ in range(data.draw(st.integers(1, 5)))]
-    batch = to_record_batch([(v, 0, offset) for offset, v in enumerate(values)], "kobs.metrics", ARROW)
+    batch = to_record_batch(
+        [(v, 0, offset) for offset, v in enumerate(values)], "kobs.metrics", ARROW, TABLES
+    )
     assert batch.schema.equals(ARROW)
     rows = batch.to_pylist()
     for offset in range(len(values)):  # each record: its own row (valid) or one dead letter (not), not both
-        own = [r for r in rows if r["offset"] == offset and r["name"] == RECORD]
+        own = [r for r in rows if r["offset"] == offset and r["table"] == PIPELINE and not r["dead_letter"]]
         dead = [r for r in rows if r["offset"] == offset and r["dead_letter"] is not None]
         assert len(own) + len(dead) == 1, (values[offset], own, dead)
-    for row in rows:  # every value a column holds is a double or null; no sample time past the year 9999
-        assert row["value"] is None or isinstance(row["value"], float)
+    for row in rows:  # every value a part holds is a double or null; no sample time past the year 9999
         assert row["ts"] is None or row["ts"].year <= 9999
+        if row["observed"] is not None:
+            for o in observations(row["cluster"], row["source"], row["observed"]):
+                assert o.value is None or isinstance(o.value, float)

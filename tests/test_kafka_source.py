@@ -19,8 +19,11 @@ from common.contract import Batch, Sample, encode
 from peers.process import free_port
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.kafka_source import read_metrics, source_options
-from spark_jobs.records import RECORD
+from spark_jobs.keyed import PIPELINE
+from spark_jobs.records import observations
 from spark_jobs.stream import pipeline, run_queries
+
+END_OFFSET = "kafka_partition_end_offset"
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -40,10 +43,13 @@ def produce(broker, topic: str, records: list[tuple[int, bytes]]) -> None:
     assert producer.flush(10) == 0
 
 
+def own(row) -> bool:
+    """Whether ``row`` is a valid record's own row."""
+    return row.table == PIPELINE and row.dead_letter is None
+
+
 def scrape(source: str, ts_ms: int, n: int) -> bytes:
-    samples = tuple(
-        Sample("kafka_partition_end_offset", {"topic": "t", "partition": str(i)}, i) for i in range(n)
-    )
+    samples = tuple(Sample(END_OFFSET, {"topic": "t", "partition": str(i)}, i) for i in range(n))
     return encode(Batch("prod", source, ts_ms, samples))
 
 
@@ -68,7 +74,7 @@ def run_available_now(broker, topic: str, checkpoint, dead_dir=None, per_batch=N
         }
     )
     query = (
-        read_metrics(SparkSession.getActiveSession(), source_options(config))
+        read_metrics(SparkSession.getActiveSession(), source_options(config), {END_OFFSET: ("lag",)})
         .writeStream.foreachBatch(collect)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
@@ -92,16 +98,14 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_p
     # 5 records, at most 2 per micro-batch: 3 batches with data (2 + 2 + 1 records).
     assert [len({(r.partition, r.offset) for r in rows}) for _, rows in batches if rows] == [2, 2, 1]
     rows = [r for _, rows in batches for r in rows]
-    samples = [r for r in rows if r.dead_letter is None and r.name != RECORD]
+    samples = [o for r in rows if r.observed for o in observations(r.cluster, r.source, r.observed)]
     dead = [r for r in rows if r.dead_letter is not None]
     assert len(samples) == 3 + 2 + 1 + 4
-    records = sorted((r.partition, r.offset) for r in rows if r.name == RECORD)
+    records = sorted((r.partition, r.offset) for r in rows if own(r))
     assert records == [(0, 0), (0, 2), (1, 0), (1, 1)]  # one row of its own per valid record
     assert [(d.partition, d.offset, d.raw) for d in dead] == [(0, 1, b"not json")]
     assert dead[0].dead_letter.startswith("not UTF-8 JSON")
-    broker2 = sorted(
-        (r.ts.timestamp(), r.labels["partition"], r.value) for r in samples if r.source == "jmx/broker-2"
-    )
+    broker2 = sorted((o.t_s, o.labels["partition"], o.value) for o in samples if o.source == "jmx/broker-2")
     assert broker2 == [(2.0, "0", 0.0), (2.0, "1", 1.0), (3.0, "0", 0.0)]
     assert end == {"0": 3, "1": 2}
     # Spark shares maxOffsetsPerTrigger 2 in proportion to what waits (3 and 2 records: 1.2 and 0.8, a
@@ -122,11 +126,11 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     checkpoint = tmp_path / "cp"
     produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
     first, _ = run_available_now(kafka_cluster, topic, checkpoint)
-    assert sorted(r.offset for _, rows in first for r in rows if r.name == RECORD) == [0, 1]
+    assert sorted(r.offset for _, rows in first for r in rows if own(r)) == [0, 1]
 
     produce(kafka_cluster, topic, [(0, scrape("a", 3000, 1))])
     second, _ = run_available_now(kafka_cluster, topic, checkpoint)
-    assert [r.offset for _, rows in second for r in rows if r.name == RECORD] == [2]  # only the new one
+    assert [r.offset for _, rows in second for r in rows if own(r)] == [2]  # only the new one
 
     # Deleted and created again with two partitions: offsets start over at 0, below the checkpoint's 3.
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
@@ -134,10 +138,10 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
     create_topic(kafka_cluster, 2, topic)
     produce(kafka_cluster, topic, [(0, scrape("b", 4000, 1)), (1, scrape("b", 5000, 2))])
     third, end = run_available_now(kafka_cluster, topic, checkpoint)
-    rows = [r for _, rows in third for r in rows if r.name != RECORD]
+    rows = [r for _, rows in third for r in rows if r.table != PIPELINE]  # one part per record: its samples
     # Spark's source (failOnDataLoss false) warns and goes on: partition 0 resumes at the new end offset (its
     # record at offset 0, below the checkpoint's 3, is skipped); the new partition 1 is read from its start.
-    assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 1, 0), ("b", 1, 0)]
+    assert sorted((r.source, r.partition, r.offset) for r in rows) == [("b", 1, 0)]
     assert end == {"0": 1, "1": 1}
 
 

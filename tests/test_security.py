@@ -31,6 +31,7 @@ from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
 from spark_jobs.kafka_source import read_metrics, source_options
+from spark_jobs.records import observations
 
 pytestmark = pytest.mark.peers
 
@@ -212,7 +213,7 @@ def test_spark_source_reads_what_the_publisher_wrote_through(secure, spark, name
     options = source_options(config)  # what kobs stream passes: bootstrap and kafka.* security settings
     assert options["kafka.security.protocol"] == security["protocol"]
     query = (
-        read_metrics(spark, options)
+        read_metrics(spark, options, {"kafka_x": ("t",)})
         .writeStream.foreachBatch(lambda df, _id: rows.extend(df.collect()))
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -220,7 +221,9 @@ def test_spark_source_reads_what_the_publisher_wrote_through(secure, spark, name
     )
     query.awaitTermination(120)
     assert query.exception() is None
-    samples = sorted((r.source, r.value) for r in rows if r.name == "kafka_x")
+    samples = sorted(
+        (o.source, o.value) for r in rows if r.observed for o in observations(r.cluster, r.source, r.observed)
+    )
     assert samples == [(f"jmx/broker-{i}", float(i)) for i in range(1, 6)]
     secret = secure.scram_password if "scram" in name else secure.pki.key_password
     query.explain(extended=True)
