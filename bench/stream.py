@@ -40,8 +40,9 @@ from bench.workload import Shape, Workload
 from common.config import Config
 from common.contract import encode
 from peers.kafka import KafkaCluster
+from spark_jobs.keyed import tune_gc
 from spark_jobs.pipeline import Pipeline
-from spark_jobs.stream import analyses, pipeline, spark_session, start_query, tune_gc
+from spark_jobs.stream import analyses, pipeline, spark_session, start_query
 
 HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
 TARGET_RATE = 250_000  # samples/s end to end on local[2] (issue 13)

@@ -13,6 +13,7 @@ or snapshot file can only ever build the analyses' own classes.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
@@ -61,3 +62,16 @@ def advance(
 def state_modules(make_analyses: Callable[[], list[Analysis]]) -> frozenset[str]:
     """The modules whose classes the state of ``make_analyses``'s analyses may hold."""
     return STATE_MODULES | {type(analysis).__module__ for analysis in make_analyses()}
+
+
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Run Python's cyclic collector less often in this process (once per process; the executors' Python
+    workers call it before their first step): every batch allocates hundreds of thousands of short-lived
+    observations, and each full collection walks the analyses' whole long-lived state (measured: 17% of
+    the driver's CPU with the default thresholds when the analyses ran there)."""
+    if gc.get_threshold() != GC_THRESHOLDS:
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)

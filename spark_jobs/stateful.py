@@ -15,15 +15,15 @@ stateful query does, so its answers are those of the first attempt.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.analysis import Analysis, Evaluation, Observation
-from spark_jobs.keyed import PIPELINE, Key, advance, state_modules
+from spark_jobs.keyed import PIPELINE, Key, advance, state_modules, tune_gc
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
 
@@ -49,6 +49,7 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
     modules = state_modules(make_analyses)
 
     def step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+        tune_gc()
         table, cluster = key
         rows = pd.concat(list(frames), ignore_index=True).sort_values(ORDER, kind="stable")
         if table == PIPELINE:
@@ -80,18 +81,19 @@ def dead_letters(rows: pd.DataFrame) -> pa.Table | None:
     return pa.Table.from_pandas(dead[DEAD_LETTER_COLUMNS], preserve_index=False) if len(dead) else None
 
 
-def outcomes(rows: Iterable[Row]) -> tuple[list[tuple[Key, Evaluation]], BatchStats, pa.Table | None]:
-    """A micro-batch's collected outcome rows → each key's evaluation, the batch's counts (all clusters
-    together) and its dead letters (None: none)."""
+def outcomes(rows: pa.Table) -> tuple[list[tuple[Key, Evaluation]], BatchStats, pa.Table | None]:
+    """A micro-batch's outcome rows, collected as Arrow (``DataFrame.toArrow``) → each key's evaluation, the
+    batch's counts (all clusters together) and its dead letters (None: none)."""
     results, parts, dead = [], [], []
-    for row in rows:
-        payload = pickle.loads(row.payload)
-        if row.table == PIPELINE:
+    columns = (rows.column(name).to_pylist() for name in ("table", "cluster", "payload"))
+    for table, cluster, pickled in zip(*columns, strict=True):
+        payload = pickle.loads(pickled)
+        if table == PIPELINE:
             parts.append(payload[0])
             if payload[1] is not None:
                 dead.append(payload[1])
         else:
-            results.append(((row.table, row.cluster), payload))
+            results.append(((table, cluster), payload))
     newest: dict[tuple[str, str], float] = {}
     for part in parts:
         newest |= part.newest_s
