@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
@@ -26,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from common import jars
-from common.config import Config
+from common.config import Config, ConfigError
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
 from spark_jobs.dead_letters import write_dead_letters
@@ -116,6 +117,17 @@ def quiet_kafka_client(spark: SparkSession) -> None:
     )
 
 
+def check_checkpoint(checkpoint: Path) -> None:
+    """Refuse, in one line, a checkpoint of a version that kept the analyses' state in the driver: it has
+    committed batches but no state store, and Spark cannot resume it with the stateful step."""
+    if any((checkpoint / "commits").glob("[0-9]*")) and not (checkpoint / "state").is_dir():
+        raise ConfigError(
+            f"config error: sinks.checkpoint_dir: {checkpoint} was written by a kobs stream that kept the "
+            "analyses' state in the driver; delete that directory to start over (the query then reads the "
+            "metrics topic again from its earliest record)"
+        )
+
+
 def start_query(
     spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None = None, available_now=False
 ) -> StreamingQuery:
@@ -183,6 +195,7 @@ def run_stream(
     ``available_now`` a failure ends the run with exit code 1.
     """
     tune_gc()  # the driver: the one-process path and the exporter's rows
+    check_checkpoint(config.sinks.checkpoint_dir / QUERY)
     stop = stop or threading.Event()
     jobs = pipeline(config)
     served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))

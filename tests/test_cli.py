@@ -119,3 +119,24 @@ def test_an_unreachable_cluster_costs_a_few_log_lines_not_one_per_connection_att
     lines = stderr.strip().splitlines()
     assert any("unreachable" in line for line in lines)  # said once, when it became so
     assert len(lines) <= 10, lines
+
+
+def test_a_checkpoint_of_the_version_with_the_analyses_in_the_driver_is_one_line_naming_the_fix(tmp_path):
+    """What that version left (Spark's offset and commit logs, the driver's snapshots, no state store): Spark
+    cannot resume it with the stateful step, so kobs stream says so before starting Spark."""
+    checkpoint = tmp_path / "run" / "checkpoints" / "stream"
+    for part in ("offsets/0", "commits/0", "analyses/batch-0.pickle"):
+        (checkpoint / part).parent.mkdir(parents=True, exist_ok=True)
+        (checkpoint / part).write_text("")
+    path = tmp_path / "kobs.yaml"
+    sinks = {"run_dir": str(tmp_path / "run"), "exporter_address": f"127.0.0.1:{free_port()}"}
+    path.write_text(
+        yaml.safe_dump({"clusters": [{"name": "a", "bootstrap_servers": ["127.0.0.1:9"]}], "sinks": sinks})
+    )
+    result = kobs("stream", "--config", str(path), "--available-now")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kobs: config error: sinks.checkpoint_dir: {checkpoint} was written by a kobs stream that kept the "
+        "analyses' state in the driver; delete that directory to start over (the query then reads the "
+        "metrics topic again from its earliest record)"
+    ]
