@@ -288,7 +288,7 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
         f"  added by the stream (visible - readable, per scrape): {summarize(result.added)}\n"
         f"    readable -> start of the pipeline of the micro-batch that showed it: "
         f"{summarize(result.waited)}\n"
-        f"    that pipeline (Spark's read of the batch, collect to the driver, analyses, history): "
+        f"    that pipeline (Spark's read and decoding, the analyses' state store step, history): "
         f"{summarize(result.pipeline)}\n"
         f"  {len(measured.batches)} micro-batches completed, the pipeline's time of each ({DURATION}): "
         f"{summarize(measured.batches)}\n"

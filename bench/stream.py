@@ -27,7 +27,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
 
@@ -55,8 +55,11 @@ PARTITIONS = 6  # of the metrics topic, as configured by default
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape = Shape()
     size = {"type": _at_least_one, "metavar": "N"}
-    parser.add_argument("--brokers", default=shape.brokers, help="brokers of the recorded cluster", **size)
-    parser.add_argument("--partitions", default=shape.partitions, help="partitions of the cluster", **size)
+    parser.add_argument(
+        "--clusters", default=1, help="recorded clusters, each of the shape below (default: 1)", **size
+    )
+    parser.add_argument("--brokers", default=shape.brokers, help="brokers of each recorded cluster", **size)
+    parser.add_argument("--partitions", default=shape.partitions, help="partitions of each cluster", **size)
     parser.add_argument("--groups", default=shape.groups, help="consumer groups, one topic each", **size)
     parser.add_argument("--batches", default=shape.rounds, help="scrape rounds = micro-batches", **size)
     parser.add_argument("--bootstrap", help="host:port of a Kafka broker to use (default: start one)")
@@ -102,19 +105,22 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the broker and Spark
     tune_gc()  # as kobs stream does; both paths run in this process
     shape = Shape(args.brokers, args.partitions, args.groups, args.batches)
-    workload = Workload(shape)
+    names = [shape.cluster] if args.clusters == 1 else [f"{shape.cluster}-{i}" for i in range(args.clusters)]
+    workloads = [Workload(replace(shape, cluster=name)) for name in names]
+    workload = workloads[0]
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory(prefix="kobs-bench-") as tmp, _broker(args.bootstrap, Path(tmp)) as boot:
         began = time.perf_counter()
-        records, samples, events, size = produce(boot, topic, workload)
+        records, samples, events, size = produce(boot, topic, workloads)
         print(
-            f"workload: {shape.brokers} brokers, {len(workload.partitions)} partitions (RF {workload.rf}), "
+            f"workload: {len(names)} cluster{'s' * (len(names) > 1)} of {shape.brokers} brokers, "
+            f"{len(workload.partitions)} partitions (RF {workload.rf}), "
             f"{shape.groups} groups, {shape.producers} producers; {shape.rounds} scrape rounds = "
             f"{samples:,} samples + {events:,} events in {records:,} records ({size / 1e6:.0f} MB), "
             f"produced in {time.perf_counter() - began:.1f} s",
             flush=True,
         )
-        config = bench_config(boot, topic, math.ceil(records / shape.rounds), Path(tmp) / "spark")
+        config = bench_config(boot, topic, math.ceil(records / shape.rounds), Path(tmp) / "spark", names)
         print(f"analyses: {', '.join(a.table for a in analyses(config))}", flush=True)
         spark_jobs, spark, progress = _spark(config, args.master, samples)
         baseline_jobs = one_process_pipeline(config, Path(tmp) / "reference")
@@ -146,14 +152,15 @@ def run(args: argparse.Namespace) -> int:
     return 0 if same else 1
 
 
-def produce(bootstrap: str, topic: str, workload: Workload) -> tuple[int, int, int, int]:
-    """Every round's batches as records on a new ``topic``; returns records, samples, events, bytes."""
+def produce(bootstrap: str, topic: str, workloads: list[Workload]) -> tuple[int, int, int, int]:
+    """Every round's batches of every cluster as records on a new ``topic``; returns records, samples,
+    events, bytes."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(10)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     records = samples = events = size = 0
-    for r in range(workload.shape.rounds):
-        for batch in workload.round(r):
+    for r in range(workloads[0].shape.rounds):
+        for batch in (batch for workload in workloads for batch in workload.round(r)):
             value = encode(batch)
             producer.produce(topic, value, key=batch.key)
             producer.poll(0)
@@ -224,10 +231,16 @@ def results(jobs: Pipeline) -> list:
     )
 
 
-def bench_config(bootstrap: str, topic: str, max_records: int, run_dir: Path) -> Config:
+def bench_config(
+    bootstrap: str,
+    topic: str,
+    max_records: int,
+    run_dir: Path,
+    clusters: tuple[str, ...] | list[str] = ("bench",),
+) -> Config:
     return Config.model_validate(
         {
-            "clusters": [{"name": "bench", "bootstrap_servers": [bootstrap]}],
+            "clusters": [{"name": name, "bootstrap_servers": [bootstrap]} for name in clusters],
             "metrics_topic": {"name": topic, "partitions": PARTITIONS, "max_records_per_batch": max_records},
             "sinks": {"run_dir": str(run_dir)},
         }

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from test_lag_job import SCRAPES, produce, scrape_batch
@@ -113,13 +114,14 @@ def test_the_baseline_computes_the_lag_job_answers_in_the_planned_batches(kafka_
 @pytest.mark.peers
 @pytest.mark.spark
 def test_the_streaming_query_derives_what_the_one_process_path_derives(spark, kafka_cluster, tmp_path):
-    """Item 5 of issue 13: the recorded workload (a flapping follower, a controller failover, lagging groups,
-    producers) through the kobs stream query on Spark and through one Python process, batch for batch."""
-    topic = f"bench-{uuid.uuid4().hex[:8]}"
-    records, *_ = stream.produce(kafka_cluster.bootstrap, topic, Workload(SHAPE))
-    config = stream.bench_config(
-        kafka_cluster.bootstrap, topic, -(-records // SHAPE.rounds), tmp_path / "spark"
-    )
+    """Item 5 of issue 13: the recorded workload of two clusters (a flapping follower, a controller failover,
+    lagging groups, producers) through the kobs stream query on Spark and through one Python process, batch
+    for batch."""
+    topic, clusters = f"bench-{uuid.uuid4().hex[:8]}", ("east", "west")
+    workloads = [Workload(replace(SHAPE, cluster=cluster)) for cluster in clusters]
+    records, *_ = stream.produce(kafka_cluster.bootstrap, topic, workloads)
+    per_batch = -(-records // SHAPE.rounds)
+    config = stream.bench_config(kafka_cluster.bootstrap, topic, per_batch, tmp_path / "spark", clusters)
     jobs = pipeline(config)
     query = start_query(spark, config, jobs, available_now=True)
     query.awaitTermination(300)
@@ -128,7 +130,8 @@ def test_the_streaming_query_derives_what_the_one_process_path_derives(spark, ka
     baseline = stream.one_process_pipeline(config, tmp_path / "reference")
     reference.run(kafka_cluster.bootstrap, topic, reference.batches_of(progress, topic), baseline)
     assert baseline.last_batch_id == jobs.last_batch_id >= 1
-    assert {table for table, _ in jobs.evaluations} == {a.table for a in analyses(config)}
+    tables = {a.table for a in analyses(config)}
+    assert set(jobs.evaluations) == {(table, cluster) for table in tables for cluster in clusters}
     assert stream.results(jobs) == stream.results(baseline)
 
 
