@@ -58,7 +58,7 @@ def history(run_dir: Path) -> dict[str, list[dict]]:
 @pytest.mark.timeout(900)
 def test_a_standalone_cluster_derives_what_local_mode_derives(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
-    records, *_ = produce(kafka_cluster.bootstrap, topic, Workload(SHAPE))
+    records, *_ = produce(kafka_cluster.bootstrap, topic, [Workload(SHAPE)])
     per_batch = math.ceil(records / SHAPE.rounds)
 
     local_config = config_for(tmp_path / "local", topic, kafka_cluster.bootstrap, per_batch)
