@@ -186,9 +186,10 @@ def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_an
             (job,) = [j for j in build_jobs(config) if j.source.name == "producer/checkout"]
             return job.source.collect()
 
-        def logged_in():
+        def logged_in():  # the producer registers its beans over its first seconds: wait for them all
             found = scrape("s3cret")
-            return found if found.batch.samples else None  # none until the producer registers its beans
+            names = {name for name, _ in _by_name(found.batch.samples)}
+            return found if names == set(PRODUCER_CATALOGUE.values()) else None
 
         good = wait_for(logged_in, 30)
         assert good and good.errors == []

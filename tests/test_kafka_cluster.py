@@ -71,14 +71,16 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_when_resumed(kafka_cluster
     create_topic(kafka_cluster.bootstrap, "cluster-pause", 3, replication_factor=3)
     kafka_cluster.pause(3)
     try:
-        under = wait_for(
-            lambda: [
-                r
-                for r in kafka_tools.describe_topics(
-                    kafka_cluster.live_bootstrap, "--under-replicated-partitions", topic="cluster-pause"
-                )
-                if 3 not in r.isr
-            ],
+        under = wait_for(  # each partition's leader drops node 3 on its own check: wait for all three
+            lambda: _all_three(
+                [
+                    r
+                    for r in kafka_tools.describe_topics(
+                        kafka_cluster.live_bootstrap, "--under-replicated-partitions", topic="cluster-pause"
+                    )
+                    if 3 not in r.isr
+                ]
+            ),
             timeout_s=30,
         )
     finally:
@@ -119,3 +121,7 @@ def test_a_killed_node_takes_its_replication_factor_1_partitions_offline_until_r
         timeout_s=60,
     )
     assert back
+
+
+def _all_three(rows: list) -> list | None:
+    return rows if len(rows) == 3 else None
