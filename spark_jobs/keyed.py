@@ -59,6 +59,12 @@ def advance(
     return pickle.dumps(analysis, protocol=pickle.HIGHEST_PROTOCOL), analysis.evaluate()
 
 
+def fresh_analysis(make_analyses: Callable[[], list[Analysis]], table: str) -> Analysis:
+    """A new analysis of ``table``, with the current configuration's settings."""
+    (fresh,) = (analysis for analysis in make_analyses() if analysis.table == table)
+    return fresh
+
+
 def state_modules(make_analyses: Callable[[], list[Analysis]]) -> frozenset[str]:
     """The modules whose classes the state of ``make_analyses``'s analyses may hold."""
     return STATE_MODULES | {type(analysis).__module__ for analysis in make_analyses()}

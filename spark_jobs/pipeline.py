@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from common.metrics import DERIVED_METRICS
 from spark_jobs.analysis import Analysis, Derived, Evaluation, Observation
 from spark_jobs.exposition import ExpositionPolicy, expose
-from spark_jobs.keyed import Key, advance, by_key, state_modules, tables_by_name
+from spark_jobs.keyed import Key, advance, by_key, fresh_analysis, state_modules, tables_by_name
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
 from spark_jobs.snapshots import Pickled, Snapshots
 
@@ -69,7 +69,7 @@ class Pipeline:
         self._resume(batch_id)
         results = []
         for key, observations in by_key(batch, self.tables).items():
-            (fresh,) = (analysis for analysis in self.make_analyses() if analysis.table == key[0])
+            fresh = fresh_analysis(self.make_analyses, key[0])
             self.states[key], evaluation = advance(fresh, self.states.get(key), observations, self.modules)
             results.append((key, evaluation))
         self._record(results, stats, batch_id, started_s)

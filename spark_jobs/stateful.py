@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.analysis import Analysis, Evaluation, Observation
-from spark_jobs.keyed import PIPELINE, Key, advance, state_modules, tune_gc
+from spark_jobs.keyed import PIPELINE, Key, advance, fresh_analysis, state_modules, tune_gc
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
 
@@ -55,8 +55,8 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
         if table == PIPELINE:
             payload = (health_part(rows), dead_letters(rows))
         else:
-            (fresh,) = (analysis for analysis in make_analyses() if analysis.table == table)
             stored = bytes(state.get[0]) if state.exists else None
+            fresh = fresh_analysis(make_analyses, table)
             new_state, payload = advance(fresh, stored, list(observations(rows)), modules)
             state.update((new_state,))
         yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [pickle.dumps(payload)]})
