@@ -20,6 +20,7 @@ COPY simulator simulator
 COPY dashboards dashboards
 COPY app app
 COPY alerts alerts
+COPY docs/runbooks docs/runbooks
 COPY peers peers
 COPY kobs kobs
 COPY bench bench

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from alerts.cli import add_runbook_url
+
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     sub = commands.add_parser(
@@ -22,12 +24,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     generate.add_argument(
         "--out", type=Path, required=True, metavar="DIR", help="directory to write the JSON into"
     )
+    add_runbook_url(generate)
     generate.set_defaults(run=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
     from dashboards.build import generate  # grafanalib only when needed
 
-    for path in generate(args.out):
+    for path in generate(args.out, args.runbook_url):
         print(path)
     return 0

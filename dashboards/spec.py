@@ -1,7 +1,9 @@
-"""What the dashboards show, as data: one ``DashboardSpec`` per dashboard, panels as (title, PromQL, unit).
+"""What the dashboards show, as data: one ``DashboardSpec`` per dashboard, its panels and its variables.
 
 Queries read the derived metrics of ``docs/metrics.md`` and filter on the dashboard's template variables
-(``$cluster``, ``$topic``, ...); ``dashboards.build`` turns these specs into Grafana JSON with grafanalib.
+(``$cluster``, ``$topic``, ...). A panel names the alert rules behind it: their lines colour it (thresholds
+come from the rule files, ``alerts.thresholds``) and their runbooks are its links. ``dashboards.build`` turns
+these specs into Grafana JSON with grafanalib.
 """
 
 from __future__ import annotations
@@ -15,28 +17,30 @@ from common.metrics import FLAPPING_CAUSE, GROUP_STATUS
 class Panel:
     title: str
     expr: str
+    description: str  # what the panel shows and what a healthy value looks like
     unit: str = "short"
     legend: str = ""
-    stat: bool = False  # a single-value stat instead of a time series
-    mappings: dict[str, int] = field(default_factory=dict)  # value text -> code, for stat panels
+    kind: str = "timeseries"  # "stat" (the latest value), "timeline" (a state over time) or "timeseries"
+    alerts: tuple[str, ...] = ()  # rules whose lines on the panel's metrics colour it; their runbooks link
+    mappings: dict[str, int] = field(default_factory=dict)  # value text -> code
+    colours: dict[str, str] = field(default_factory=dict)  # value text -> colour, where no rule draws a line
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A multi-value template variable: the values of label ``name`` on ``metric``, filtered by the earlier
+    variables whose labels the metric carries, so choosing a cluster narrows the topics to that cluster's."""
+
+    name: str
+    metric: str
 
 
 @dataclass(frozen=True)
 class DashboardSpec:
     uid: str
     title: str
-    variables: tuple[str, ...]  # label names, each a multi-value template variable
+    variables: tuple[Variable, ...]
     rows: tuple[tuple[str, tuple[Panel, ...]], ...]
-
-
-# Template variable -> metric whose label values populate it (filtered by the variables before it).
-VARIABLE_SOURCES = {
-    "cluster": "kobs_topic_stored_bytes",
-    "topic": "kobs_topic_stored_bytes",
-    "group": "kobs_consumergroup_status",
-    "client_id": "kobs_producer_blocked",
-    "query": "kobs_pipeline_batch_duration_seconds",
-}
 
 
 def sel(metric: str, *variables: str) -> str:
@@ -52,22 +56,29 @@ def rate(labels: str, metric: str, *variables: str) -> str:
     return f"sum by ({labels}) (rate({sel(metric, *variables)}[$__rate_interval]))"
 
 
-# Partition states the jobs time per topic: metric infix, words for the panel title.
+# Partition states the jobs time per topic: metric infix, words for the panel title, the rule that pages.
 PARTITION_STATES = (
-    ("under_replicated", "under-replicated"),
-    ("under_min_isr", "under min ISR"),
-    ("offline", "offline"),
+    ("under_replicated", "under-replicated", "KafkaUnderReplicatedPartitions"),
+    ("under_min_isr", "under min ISR", "KafkaUnderMinIsrPartitions"),
+    ("offline", "offline", "KafkaOfflinePartitions"),
 )
+
+# Burrow's partition statuses: WARN is a lag that keeps growing; STOP, STALL and REWIND are stuck consumers.
+PARTITION_STATUS_COLOURS = {"OK": "green", "WARN": "orange", "STOP": "red", "STALL": "red", "REWIND": "red"}
 
 # Collector sources are labelled "<cluster>/<source>": filter them on the cluster variable.
 SOURCE = '{source=~"$cluster/.*"}'
 
 C, CT, CG, CP = ("cluster",), ("cluster", "topic"), ("cluster", "group", "topic"), ("cluster", "client_id")
 
+# Every watched cluster has sources, whatever it is watched through (JMX, an exporter or the Admin API only).
+CLUSTERS = Variable("cluster", "kobs_source_last_seen_timestamp_seconds")
+TOPICS = Variable("topic", "kobs_topic_replication_factor")  # from metadata: every topic of every cluster
+
 CLUSTER_HEALTH = DashboardSpec(
     "kobs-cluster-health",
     "Kafka cluster health",
-    CT,
+    (CLUSTERS, TOPICS),
     (
         (
             "Now",
@@ -75,18 +86,61 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Active controllers",
                     by("cluster", "sum", "kobs_cluster_active_controllers", *C),
-                    stat=True,
+                    "Brokers (or KRaft controllers) that hold the active controller role. Exactly 1 is "
+                    "healthy: 0 means no leader elections or ISR updates, 2 a zombie controller.",
+                    kind="stat",
+                    alerts=("KafkaActiveControllerCount",),
                 ),
-                Panel("Brokers up", by("cluster", "sum", "kobs_broker_up", *C), stat=True),
+                Panel(
+                    "Brokers",
+                    by("cluster", "min", "kobs_broker_up", *C),
+                    "Whether every registered broker is up and reporting; the timeline below says which is "
+                    "down and since when.",
+                    kind="stat",
+                    alerts=("KafkaBrokerDown",),
+                    mappings={"a broker is down": 0, "all up": 1},
+                ),
                 Panel(
                     "Offline partitions",
                     by("cluster", "sum", "kobs_topic_offline_partitions", *CT),
-                    stat=True,
+                    "Partitions without a live leader: nothing can be written to or read from them. "
+                    "Anything above 0 pages.",
+                    kind="stat",
+                    alerts=("KafkaOfflinePartitions",),
+                ),
+                *(
+                    Panel(
+                        f"Longest {what}",
+                        by("cluster", "max", f"kobs_topic_{state}_seconds", *CT),
+                        f"How long the longest {what} partition has been so (0 when none is); past the "
+                        "alert's threshold it pages.",
+                        unit="s",
+                        kind="stat",
+                        alerts=(alert,),
+                    )
+                    for state, what, alert in PARTITION_STATES[:2]
+                ),
+            ),
+        ),
+        (
+            "Brokers",
+            (
+                Panel(
+                    "Broker up",
+                    by("cluster, broker", "min", "kobs_broker_up", *C),
+                    "Each broker's state over time: down is a broker that left the cluster's metadata or "
+                    "stopped reporting.",
+                    legend="{{cluster}} broker {{broker}}",
+                    kind="timeline",
+                    alerts=("KafkaBrokerDown",),
+                    mappings={"down": 0, "up": 1},
                 ),
                 Panel(
-                    "Under min ISR",
-                    by("cluster", "sum", "kobs_topic_under_min_isr_partitions", *CT),
-                    stat=True,
+                    "Partitions each broker is out of the ISR of",
+                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *C),
+                    "Partitions whose ISR lacks the broker although it is a replica: the broker whose "
+                    "followers fell behind. One broker high while the others are 0 points at that broker.",
+                    legend="{{cluster}} broker {{broker}}",
                 ),
             ),
         ),
@@ -96,36 +150,51 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Under-replicated partitions by topic",
                     by("cluster, topic", "sum", "kobs_topic_under_replicated_partitions", *CT),
+                    "Partitions with fewer in-sync replicas than replicas, from the cluster's metadata. "
+                    "0 is healthy; a short blip during a restart is normal.",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+                Panel(
+                    "Partitions under min ISR by topic",
+                    by("cluster, topic", "sum", "kobs_topic_under_min_isr_partitions", *CT),
+                    "Partitions with fewer in-sync replicas than the topic's min.insync.replicas: producers "
+                    "with acks=all get NOT_ENOUGH_REPLICAS for them.",
                     legend="{{cluster}}/{{topic}}",
                 ),
                 Panel(
                     "Under-replicated partitions as brokers report them (JMX)",
                     by("cluster", "sum", "kafka_server_replicamanager_underreplicatedpartitions", *C),
+                    "The brokers' own UnderReplicatedPartitions gauge summed per cluster: it should agree "
+                    "with the metadata view above.",
                     legend="{{cluster}}",
                 ),
                 *(
                     Panel(
                         f"Longest time {what}",
                         by("cluster, topic", "max", f"kobs_topic_{state}_seconds", *CT),
+                        f"Per topic, how long its longest {what} partition has been so; the dashed line is "
+                        "where it pages.",
                         unit="s",
                         legend="{{cluster}}/{{topic}}",
+                        alerts=(alert,),
                     )
-                    for state, what in PARTITION_STATES
-                ),
-                Panel(
-                    "Partitions each broker is out of the ISR of",
-                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *C),
-                    legend="{{cluster}} broker {{broker}}",
+                    for state, what, alert in PARTITION_STATES
                 ),
                 Panel(
                     "Replication factor by topic",
                     by("cluster, topic", "min", "kobs_topic_replication_factor", *CT),
+                    "The smallest replica count of the topic's partitions. A live topic at 1 loses "
+                    "partitions with any one broker.",
                     legend="{{cluster}}/{{topic}}",
+                    alerts=("KafkaReplicationFactorOneWithTraffic",),
                 ),
                 Panel(
                     "Unclean leader elections (last hour)",
                     f"sum by (cluster) (increase({sel('kobs_unclean_leader_elections_total', *C)}[1h]))",
+                    "Leaders elected from out-of-sync replicas: each may have lost acknowledged writes. "
+                    "Anything above 0 pages.",
                     legend="{{cluster}}",
+                    alerts=("KafkaUncleanLeaderElection",),
                 ),
             ),
         ),
@@ -135,23 +204,33 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "ISR changes per second",
                     rate("cluster, change", "kobs_isr_changes_total", *CT),
+                    "ISR shrinks and expands seen in the metadata. A shrink without a matching expand is a "
+                    "follower that stays behind.",
                     unit="ops",
                     legend="{{cluster}} {{change}}",
+                    alerts=("KafkaIsrShrinkRateAboveBaseline",),
                 ),
                 Panel(
                     "Flapping partitions by broker",
                     by("cluster, broker", "sum", "kobs_isr_flapping_partitions", *C),
+                    "Partitions the broker left and rejoined the ISR of at least 3 times in 10 minutes.",
                     legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaIsrFlapping",),
                 ),
                 Panel(
                     "Why ISRs flap",
                     by("cluster", "max", "kobs_cluster_isr_flapping_cause", *C),
-                    stat=True,
+                    "none; one_broker: one broker is behind most flaps (look at that broker); many_brokers: "
+                    "flaps spread over brokers (network, controller or settings).",
+                    kind="timeline",
+                    legend="{{cluster}}",
                     mappings=FLAPPING_CAUSE,
+                    colours={"none": "green", "one_broker": "orange", "many_brokers": "orange"},
                 ),
                 Panel(
                     "Share of ISR flaps by broker",
                     by("cluster, broker", "max", "kobs_isr_flap_share_ratio", *C),
+                    "Each broker's share of the cluster's ISR flaps in the window.",
                     unit="percentunit",
                     legend="{{cluster}} broker {{broker}}",
                 ),
@@ -163,7 +242,11 @@ CLUSTER_HEALTH = DashboardSpec(
 CONSUMER_LAG = DashboardSpec(
     "kobs-consumer-lag",
     "Kafka consumer lag",
-    CG,
+    (
+        Variable("cluster", "kobs_consumergroup_status"),
+        Variable("group", "kobs_consumergroup_status"),
+        Variable("topic", "kobs_consumergroup_lag_messages"),
+    ),
     (
         (
             "Groups",
@@ -171,12 +254,35 @@ CONSUMER_LAG = DashboardSpec(
                 Panel(
                     "Worst group status",
                     by("cluster", "max", "kobs_consumergroup_status", "cluster", "group"),
-                    stat=True,
-                    mappings=GROUP_STATUS,
+                    "Burrow's evaluation of the worst group: OK; WARN, lag growing over the window; ERR, a "
+                    "partition stopped, stalled or rewound.",
+                    kind="stat",
+                    alerts=("KafkaConsumerGroupUnhealthy", "KafkaConsumerGroupCritical"),
+                    mappings={k: v for k, v in GROUP_STATUS.items() if k in ("OK", "WARN", "ERR")},
+                ),
+                Panel(
+                    "Worst lag",
+                    by("cluster", "max", "kobs_consumergroup_lag_seconds", *CG),
+                    "Age of the oldest unconsumed message of the worst group; past the lag SLO it raises a "
+                    "ticket.",
+                    unit="s",
+                    kind="stat",
+                    alerts=("KafkaConsumerLagOverSlo",),
+                ),
+                Panel(
+                    "Group status",
+                    by("cluster, group", "max", "kobs_consumergroup_status", "cluster", "group"),
+                    "Each group's status over time, to see since when it has been unhealthy.",
+                    legend="{{cluster}}/{{group}}",
+                    kind="timeline",
+                    alerts=("KafkaConsumerGroupUnhealthy", "KafkaConsumerGroupCritical"),
+                    mappings={k: v for k, v in GROUP_STATUS.items() if k in ("OK", "WARN", "ERR")},
                 ),
                 Panel(
                     "Catch-up ETA",
                     by("cluster, group", "max", "kobs_consumergroup_catchup_eta_seconds", "cluster", "group"),
+                    "Time for the group to consume its lag at its recent rate net of production; no "
+                    "point is drawn while it never catches up (infinite).",
                     unit="s",
                     legend="{{cluster}}/{{group}}",
                 ),
@@ -188,23 +294,34 @@ CONSUMER_LAG = DashboardSpec(
                 Panel(
                     "Lag in messages by topic",
                     by("cluster, group, topic", "sum", "kobs_consumergroup_lag_messages", *CG),
+                    "End offset minus committed offset, summed over the topic's partitions.",
                     legend="{{group}} {{topic}}",
                 ),
                 Panel(
                     "Lag in seconds, worst partition",
                     by("cluster, group, topic", "max", "kobs_consumergroup_lag_seconds", *CG),
+                    "Age of the oldest unconsumed message; the dashed line is the lag SLO.",
                     unit="s",
                     legend="{{group}} {{topic}}",
+                    alerts=("KafkaConsumerLagOverSlo",),
                 ),
                 Panel(
-                    "Partition status (0 OK, 1 WARN, 3 STOP, 4 STALL, 5 REWIND)",
+                    "Partition status",
                     by("cluster, group, topic, partition", "max", "kobs_consumergroup_partition_status", *CG),
+                    "Burrow's status of each partition over time: OK, WARN (lag growing), STOP (commits "
+                    "stopped), STALL (commits repeat while lag grows), REWIND (offset went back).",
                     legend="{{group}} {{topic}}-{{partition}}",
+                    kind="timeline",
+                    mappings={k: v for k, v in GROUP_STATUS.items() if k != "ERR"},
+                    colours=PARTITION_STATUS_COLOURS,
                 ),
                 Panel(
                     "Messages lost to retention",
                     by("cluster, group, topic", "sum", "kobs_consumergroup_lost_messages", *CG),
+                    "Messages deleted by retention before the group read them: log start offset past the "
+                    "committed offset. Anything above 0 is data the group never saw.",
                     legend="{{group}} {{topic}}",
+                    alerts=("KafkaConsumerGroupUnhealthy",),
                 ),
             ),
         ),
@@ -214,20 +331,30 @@ CONSUMER_LAG = DashboardSpec(
 THROUGHPUT_STORAGE = DashboardSpec(
     "kobs-throughput-storage",
     "Kafka throughput vs stored data",
-    CT,
+    (CLUSTERS, TOPICS),
     (
         (
             "Throughput",
             (
                 Panel(
+                    "Throughput vs stored data correlation (6 h)",
+                    by("cluster", "max", "kobs_cluster_throughput_stored_correlation", *C),
+                    "Pearson correlation of produce throughput per broker with stored bytes over 6 hours. "
+                    "Kafka's throughput should not fall as it stores more; strongly negative is a ticket.",
+                    kind="stat",
+                    alerts=("KafkaThroughputDegradingWithStoredData",),
+                ),
+                Panel(
                     "Bytes in per second",
                     by("cluster, topic", "sum", "kobs_topic_bytes_in_per_second", *CT),
+                    "Produced bytes per second per topic (leaders' BytesInPerSec, replication excluded).",
                     unit="Bps",
                     legend="{{cluster}}/{{topic}}",
                 ),
                 Panel(
                     "Bytes out per second",
                     by("cluster, topic", "sum", "kobs_topic_bytes_out_per_second", *CT),
+                    "Bytes fetched by consumers per second per topic (replication excluded).",
                     unit="Bps",
                     legend="{{cluster}}/{{topic}}",
                 ),
@@ -235,13 +362,10 @@ THROUGHPUT_STORAGE = DashboardSpec(
                     "Produce throughput per stored GiB",
                     f"{by('cluster', 'sum', 'kobs_topic_bytes_in_per_second', *CT)}"
                     f" / ({by('cluster', 'sum', 'kobs_topic_stored_bytes', *CT)} / 2^30)",
+                    "Produce bytes per second for each GiB the cluster stores; a steady fall while data "
+                    "grows is what the correlation ticket looks for.",
                     unit="Bps",
                     legend="{{cluster}}",
-                ),
-                Panel(
-                    "Throughput vs stored data correlation (6 h)",
-                    by("cluster", "max", "kobs_cluster_throughput_stored_correlation", *C),
-                    stat=True,
                 ),
             ),
         ),
@@ -251,20 +375,25 @@ THROUGHPUT_STORAGE = DashboardSpec(
                 Panel(
                     "Stored bytes by topic",
                     by("cluster, topic", "sum", "kobs_topic_stored_bytes", *CT),
+                    "Bytes of the topic's leader replicas on disk (replicas not counted twice).",
                     unit="bytes",
                     legend="{{cluster}}/{{topic}}",
                 ),
                 Panel(
                     "Stored bytes by broker",
                     by("cluster, broker", "sum", "kobs_broker_stored_bytes", *C),
+                    "Bytes of every replica each broker holds: an uneven spread is a placement to fix.",
                     unit="bytes",
                     legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Disk runway by broker",
                     by("cluster, broker", "min", "kobs_broker_disk_runway_days", *C),
+                    "Days until the broker's disks fill at the last day's growth (needs the disk size in "
+                    "the cluster's config; no point while the disk is not growing).",
                     unit="d",
                     legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaDiskRunwayLow",),
                 ),
             ),
         ),
@@ -274,26 +403,49 @@ THROUGHPUT_STORAGE = DashboardSpec(
 PRODUCERS = DashboardSpec(
     "kobs-producers",
     "Kafka producers",
-    CP,
+    (Variable("cluster", "kobs_producer_blocked"), Variable("client_id", "kobs_producer_blocked")),
     (
         (
             "Producers",
             (
-                Panel("Blocked producers", by("cluster", "sum", "kobs_producer_blocked", *CP), stat=True),
                 Panel(
-                    "Blocked (1) by client",
+                    "Blocked producers",
+                    by("cluster", "sum", "kobs_producer_blocked", *CP),
+                    "Producers whose send() blocks now: buffer exhausted or threads waiting for buffer "
+                    "space. Anything above 0 pages.",
+                    kind="stat",
+                    alerts=("KafkaProducerBlocked",),
+                ),
+                Panel(
+                    "Soonest block",
+                    by("cluster", "min", "kobs_producer_time_to_block_seconds", *CP),
+                    "Time until the first producer's buffer fills at its current net fill rate (infinite "
+                    "while buffers drain); under the threshold it pages.",
+                    unit="s",
+                    kind="stat",
+                    alerts=("KafkaProducerAtRisk",),
+                ),
+                Panel(
+                    "Blocked by client",
                     by("cluster, client_id", "max", "kobs_producer_blocked", *CP),
+                    "Each producer's state over time, to see since when it blocks.",
                     legend="{{cluster}} {{client_id}}",
+                    kind="timeline",
+                    alerts=("KafkaProducerBlocked",),
+                    mappings={"sending": 0, "blocked": 1},
                 ),
                 Panel(
                     "Time until send() blocks",
                     by("cluster, client_id", "min", "kobs_producer_time_to_block_seconds", *CP),
+                    "Per producer; no point is drawn while its buffer drains (never blocks).",
                     unit="s",
                     legend="{{cluster}} {{client_id}}",
+                    alerts=("KafkaProducerAtRisk",),
                 ),
                 Panel(
                     "Buffer used",
                     by("cluster, client_id", "max", "kobs_producer_buffer_utilization_ratio", *CP),
+                    "Share of buffer.memory holding records not yet sent; near 100% send() soon blocks.",
                     unit="percentunit",
                     legend="{{cluster}} {{client_id}}",
                 ),
@@ -305,7 +457,7 @@ PRODUCERS = DashboardSpec(
 PIPELINE = DashboardSpec(
     "kobs-pipeline",
     "Kafka Observatory pipeline health",
-    ("cluster", "query"),
+    (CLUSTERS, Variable("query", "kobs_pipeline_batch_duration_seconds")),
     (
         (
             "Streaming queries",
@@ -313,40 +465,55 @@ PIPELINE = DashboardSpec(
                 Panel(
                     "Seconds since last batch",
                     f"time() - {by('query', 'max', 'kobs_pipeline_last_batch_timestamp_seconds', 'query')}",
+                    "Time since the query last finished a micro-batch; every page depends on this staying "
+                    "low.",
                     unit="s",
                     legend="{{query}}",
+                    alerts=("KobsPipelineStalled",),
                 ),
                 Panel(
                     "Batch lag",
                     by("query", "max", "kobs_pipeline_batch_lag_seconds", "query"),
+                    "Age of the newest record of the last batch when the batch finished: how far behind "
+                    "the topic the derived state is.",
                     unit="s",
                     legend="{{query}}",
+                    alerts=("KobsPipelineBehind",),
                 ),
                 Panel(
                     "Batch duration",
                     by("query", "max", "kobs_pipeline_batch_duration_seconds", "query"),
+                    "Wall time of the last micro-batch.",
                     unit="s",
                     legend="{{query}}",
                 ),
                 Panel(
                     "Input records per second",
                     rate("query", "kobs_pipeline_input_records_total", "query"),
+                    "Records read from the metrics topic per second.",
                     unit="rps",
                     legend="{{query}}",
                 ),
                 Panel(
                     "Series left out by the cardinality bounds",
                     by("query, bound", "max", "kobs_pipeline_series_dropped", "query"),
+                    "Series the exporter did not serve: partitions_per_group by design (a group's worst "
+                    "partitions are kept), max_series when the cap cuts in.",
                     legend="{{query}} {{bound}}",
+                    alerts=("KobsExporterDroppingSeries",),
                 ),
                 Panel(
                     "Dead letters (last 15 min)",
                     f"sum by (query) (increase({sel('kobs_pipeline_dead_letters_total', 'query')}[15m]))",
+                    "Records the pipeline could not read, written with their reason under the dead-letter "
+                    "directory.",
                     legend="{{query}}",
+                    alerts=("KobsDeadLetters",),
                 ),
                 Panel(
                     "Query restarts (last hour)",
                     f"sum by (query) (increase({sel('kobs_pipeline_query_restarts_total', 'query')}[1h]))",
+                    "Times the streaming query failed and restarted from its checkpoint.",
                     legend="{{query}}",
                 ),
             ),
@@ -357,10 +524,21 @@ PIPELINE = DashboardSpec(
                 Panel(
                     "Age of newest batch by collector source",
                     f"time() - {by('cluster, source', 'max', 'kobs_source_last_seen_timestamp_seconds', *C)}",
+                    "Time since each collector source's newest batch reached the pipeline.",
                     unit="s",
                     legend="{{cluster}} {{source}}",
+                    alerts=("KobsSourceSilent",),
                 ),
-                Panel("Exporter up", 'up{job="kobs-exporter"}', legend="{{instance}}"),
+                Panel(
+                    "Exporter up",
+                    'up{job="kobs-exporter"}',
+                    "Prometheus's view of the derived exporter: 1 when its scrape succeeds.",
+                    legend="{{instance}}",
+                    kind="timeline",
+                    alerts=("KobsExporterDown",),
+                    mappings={"down": 0, "up": 1},
+                    colours={"down": "red", "up": "green"},  # the rule compares up itself, not an aggregate
+                ),
             ),
         ),
         (
@@ -370,6 +548,7 @@ PIPELINE = DashboardSpec(
                     "Scrape duration p90 by source",
                     "histogram_quantile(0.9, sum by (source, le) "
                     f"(rate(kobs_collector_scrape_duration_seconds_bucket{SOURCE}[$__rate_interval])))",
+                    "How long scrapes take; near the source's interval they start to overlap.",
                     unit="s",
                     legend="{{source}}",
                 ),
@@ -377,29 +556,38 @@ PIPELINE = DashboardSpec(
                     "Scrape errors per second by source and reason",
                     "sum by (source, reason) "
                     f"(rate(kobs_collector_scrape_errors_total{SOURCE}[$__rate_interval]))",
+                    "Failed scrapes by reason (timeout, refused, parse, ...).",
                     unit="ops",
                     legend="{{source}} {{reason}}",
+                    alerts=("KobsCollectorScrapeFailing",),
                 ),
                 Panel(
                     "Samples per second by outcome",
                     rate("outcome", "kobs_collector_samples_total"),
+                    "Samples sent to the metrics topic, spooled to disk while it is unreachable, replayed "
+                    "from the spool, or dropped (spool full).",
                     unit="ops",
                     legend="{{outcome}}",
+                    alerts=("KobsCollectorDroppingSamples",),
                 ),
                 Panel(
                     "Publisher queue depth",
                     by("instance", "max", "kobs_collector_queue_depth"),
+                    "Records waiting in the collector's memory to be published.",
                     legend="{{instance}}",
                 ),
                 Panel(
                     "Spool bytes",
                     by("instance", "max", "kobs_collector_spool_bytes"),
+                    "Bytes spooled on disk while the metrics topic is unreachable; replayed when it is back.",
                     unit="bytes",
                     legend="{{instance}}",
+                    alerts=("KobsCollectorSpoolGrowing",),
                 ),
                 Panel(
                     "Collector restarts after a crash (last hour)",
                     "sum by (instance) (increase(kobs_collector_restarts_total[1h]))",
+                    "Times kobs collect restarted its collector after a crash.",
                     legend="{{instance}}",
                 ),
             ),

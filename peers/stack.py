@@ -8,7 +8,8 @@
   behind their JMX-exporter endpoints, with znodes in an embedded ZooKeeper — a second, separately named
   cluster, never the real cluster's brokers;
 - Alertmanager with the shipped routing pointed at the stack's :class:`~peers.pager.Pager`, Prometheus
-  with the shipped rules scraping the derived exporter, the collector and the fleet's endpoints;
+  with the shipped rules (runbook links open the stack's app) scraping the derived exporter, the collector
+  and the fleet's endpoints;
 - Kafka Observatory itself: ``kobs collect``, ``kobs stream`` and ``kobs app`` on the configuration the
   stack writes to ``<run_dir>/kobs.yaml``.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from alerts.check import rule_files
+from alerts.runbooks import write_rules
 from common.config import Config, load_config
 from peers.kafka import KafkaCluster
 from peers.keyed_producer import KeyedProducer
@@ -107,6 +108,7 @@ class EmbeddedStack:
     config: Config | None = None
     simulation: Runtime | None = None
     traffic: Traffic | None = None
+    app_url: str | None = None  # where the app (and the runbooks the alerts link to) is served
 
     def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -122,6 +124,7 @@ class EmbeddedStack:
         self.kafka.start(progress)
         bootstrap = self.kafka.bootstrap
         ports = {name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus")}
+        self.app_url = f"http://{HOST}:{ports['app']}/" if self.observers else None
         sinks = {
             "run_dir": str(self.run_dir),
             "exporter_address": f"{HOST}:{ports['exporter']}",
@@ -187,7 +190,7 @@ class EmbeddedStack:
         app = ["app", *config, "--port", str(ports["app"])]
         commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
             (["collect", *config], f"http://{sinks['self_metrics_address']}/metrics", "self-metrics", 60),
-            *([(app, f"http://{HOST}:{ports['app']}/", "app", 60)] if self.observers else []),
+            *([(app, self.app_url, "app", 60)] if self.observers else []),
             (["stream", *config], f"http://{sinks['exporter_address']}/metrics", "exporter", 180),
         ]
         for command, url, port, timeout_s in commands:
@@ -199,7 +202,8 @@ class EmbeddedStack:
         progress("starting Alertmanager (pages and tickets go to the demo's pager) ...")
         routing = routed_to(self.pager.url, self.group_wait, self.group_interval)
         self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
-        progress("starting Prometheus with the shipped alert rules ...")
+        progress("starting Prometheus with the shipped alert rules (runbook links open the demo's app) ...")
+        rules = write_rules(self.run_dir / "rules", f"{self.app_url}runbooks?alert={{alert}}")
         targets = {
             "kobs-exporter": [sinks["exporter_address"]],
             "kobs-collector": [sinks["self_metrics_address"]],
@@ -211,7 +215,7 @@ class EmbeddedStack:
             Prometheus(
                 self.run_dir,
                 targets,
-                rule_files=rule_files(),
+                rule_files=rules,
                 alertmanager=self.alertmanager.address,
                 scrape_interval="5s",
                 port=prometheus_port,
@@ -254,6 +258,8 @@ class EmbeddedStack:
             rows.append((f"{p.name} (pid {p.pid})", where))
         if self.pager:
             rows.append(("pager (Alertmanager webhooks)", self.pager.url))
+        if self.app_url:
+            rows.append(("runbooks (the alerts' links)", f"{self.app_url}runbooks"))
         if self.simulation:
             brokers = self.simulation.brokers
             first, last = min(brokers), max(brokers)

@@ -43,7 +43,7 @@ def populated(prometheus, tmp_path, monkeypatch):
 def open_page(page: str) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=30).run()
     if page != "health":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     assert not at.exception, at.exception
     return at
 

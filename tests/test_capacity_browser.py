@@ -95,3 +95,20 @@ def test_live_pages_refresh_on_their_own(app_url, page, exporter):
     exporter.series["kobs_broker_up"] = [({"broker": b}, 1) for b in ("1", "2", "3")]  # broker 2 is back
     # No reload: Prometheus scrapes every second and the page re-runs every REFRESH_S seconds.
     page.get_by_text("3 / 3").wait_for(timeout=30_000)
+
+
+def test_an_alerts_runbook_link_opens_its_section_in_the_app(app_url, page):
+    """The link the alert rules and dashboards carry by default: /runbooks?alert=<name>."""
+    section = (
+        (ROOT / "docs" / "runbooks" / "replication.md").read_text().split("## KafkaOfflinePartitions\n")[1]
+    )
+    first_words = section.removeprefix("**Page.** ").split(",")[
+        0
+    ]  # "Partitions of the topic have had no ..."
+    page.goto(app_url + "runbooks?alert=KafkaOfflinePartitions")
+    page.get_by_role("heading", name="KafkaOfflinePartitions").wait_for(timeout=30_000)
+    page.get_by_text(first_words).first.wait_for(timeout=30_000)
+    page.get_by_test_id("stSidebarNav").get_by_text("Runbooks", exact=True).wait_for(timeout=30_000)
+    page.screenshot(path=ARTIFACTS / "runbook.png", full_page=True)
+    page.goto(app_url + "runbooks?alert=KafkaNoSuchAlert")
+    page.get_by_text("No runbook has a section for alert 'KafkaNoSuchAlert'").wait_for(timeout=30_000)

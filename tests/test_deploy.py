@@ -22,7 +22,7 @@ from kobs.cli import build_parser
 ROOT = Path(__file__).parents[1]
 DEPLOY = ROOT / "deploy"
 KOBS_IMAGE = "kafka-observatory:latest"
-ONE_SHOT = {"metrics-topic", "dashboards"}  # run once at start, then exit
+ONE_SHOT = {"metrics-topic", "dashboards", "alert-rules"}  # run once at start, then exit
 
 
 def _compose_config(**environ: str) -> subprocess.CompletedProcess:
@@ -182,11 +182,16 @@ def test_prometheus_alertmanager_grafana_and_spark_addresses_agree(services, con
     assert master_url in services["spark-worker"]["command"]
 
 
-def test_prometheus_loads_the_shipped_rules_and_alertmanager_the_shipped_routing(services):
+def test_prometheus_loads_the_generated_rules_and_alertmanager_the_shipped_routing(services):
     prometheus_mounts = _mounts(services["prometheus"])
     (pattern,) = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())["rule_files"]
     rules_dir = str(Path(pattern).parent)
-    assert prometheus_mounts[rules_dir] == "alerts"
+    command = services["alert-rules"]["command"]
+    assert command[:2] == ["alerts", "generate"] and _option(command, "--out") == rules_dir
+    assert prometheus_mounts[rules_dir] == _mounts(services["alert-rules"])[rules_dir] == "alert-rules"
+    assert services["prometheus"]["depends_on"]["alert-rules"] == {
+        "condition": "service_completed_successfully"
+    }
     shipped = sorted((ROOT / "alerts").glob(Path(pattern).name))
     assert shipped and all(p.name.endswith(".rules.yml") for p in shipped)
     config_file = _option(services["alertmanager"]["command"], "--config.file")

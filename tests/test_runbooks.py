@@ -1,13 +1,17 @@
-"""Runbooks: every alert links to its section of docs/runbooks/, and every link in the docs lands."""
+"""Runbooks: every alert links to its section of docs/runbooks/, and every link in the docs lands; the rules
+as generated for a deployment, and the runbooks as the app serves them."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from alerts import check
+from app import runbooks
+from kobs.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNBOOKS = ROOT / "docs" / "runbooks"
@@ -81,3 +85,58 @@ def test_the_link_check_reports_missing_files_and_headings(tmp_path):
         "[web](https://example.com/x.md#y).\n"
     )
     assert broken_links(page) == ["#kafkabrokerup", "other.md"]
+
+
+def test_generated_rules_link_every_alert_through_the_template_and_change_nothing_else(tmp_path, capsys):
+    template = "https://wiki.example.com/kafka/{file}?alert={alert}#{anchor}"
+    assert main(["alerts", "generate", "--out", str(tmp_path), "--runbook-url", template]) == 0
+    generated = sorted(tmp_path.glob("*.rules.yml"))
+    assert [p.name for p in generated] == [p.name for p in check.rule_files()]
+    for rule in check.alert_rules(generated):
+        file, anchor = (
+            rule["annotations"]["runbook_url"]
+            .removeprefix("https://wiki.example.com/kafka/")
+            .split(f"?alert={rule['alert']}#")
+        )
+        assert (RUNBOOKS / file).is_file() and anchor == slug(rule["alert"])
+    for shipped, written in zip(check.rule_files(), generated, strict=True):
+        unlinked = [re.sub(r"runbook_url: .*", "", t.read_text()) for t in (shipped, written)]
+        assert unlinked[0] == unlinked[1], written.name  # comments, expressions and thresholds as shipped
+    result = subprocess.run(
+        ["promtool", "check", "rules", *map(str, generated)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("template", "says"),
+    [
+        ("runbooks/{alert}", "give an http:// or https:// URL template"),
+        ("https://x/{alert}/{page}", "unknown placeholder {page}"),
+        ("https://x/{file}", "add {alert} or {anchor}"),
+        ("https://x/{alert", "write a literal brace"),
+    ],
+)
+def test_a_bad_runbook_template_is_one_line_naming_the_option(template, says, tmp_path, capsys):
+    assert main(["alerts", "generate", "--out", str(tmp_path), "--runbook-url", template]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--runbook-url" in err and says in err
+    assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_the_app_finds_every_alerts_section_and_links_runbooks_to_its_own_pages():
+    books = runbooks.load(RUNBOOKS)
+    sections = {name for book in books.values() for name in book.sections}
+    assert sections == {r["alert"] for r in check.alert_rules()}
+    book, text = runbooks.find(books, "kafkaofflinepartitions")  # as the anchors spell it
+    assert book.file == "replication.md" and text.startswith("**Page.**")
+    assert runbooks.find(books, "KafkaNoSuchAlert") is None
+    linked = runbooks.app_links(
+        "See [replication.md](replication.md), [down](brokers.md#kafkabrokerdown), "
+        "[here](#kafkaisrflapping), [metrics](../metrics.md#x), [web](https://example.com/a.md).",
+        books,
+    )
+    assert linked == (
+        "See [replication.md](?file=replication.md), [down](?alert=KafkaBrokerDown), "
+        "[here](?alert=KafkaIsrFlapping), metrics, [web](https://example.com/a.md)."
+    )

@@ -1,0 +1,84 @@
+"""Where the alert rules draw their lines, so the dashboards colour values by the same numbers (one source).
+
+A rule's condition compares an aggregate of one metric with a number, as in
+``max by (cluster, topic) (kobs_topic_under_replicated_seconds) > 15``. The first such comparison of each
+metric in a rule is that rule's line for the metric; a later one on the same metric is a hysteresis arm,
+which only keeps a firing alert firing. Comparisons of arithmetic (``time() - max(...) > 300``) are not
+lines: the number does not apply to the metric itself.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+OPERATORS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
+OPERATORS["!="] = operator.ne
+
+COMPARISON = re.compile(
+    r"(?:^|\(|\b(?:or|and|unless)(?:\s+on\s*\([^)]*\))?)\s*"  # the start of an arm: nothing computed before
+    r"(?:max|min|sum)\s+by\s*\([^)]*\)\s*\((?P<metric>[a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\)"
+    r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>-?\d+(?:\.\d+)?)"
+)
+
+GREEN, ORANGE, RED = "green", "orange", "red"
+COLOUR = {"ticket": ORANGE, "page": RED}  # the colour of a breached line, by the rule's severity
+
+
+@dataclass(frozen=True)
+class Line:
+    alert: str
+    severity: str
+    metric: str
+    op: str
+    value: float
+
+    def crossed(self, x: float) -> bool:
+        return OPERATORS[self.op](x, self.value)
+
+
+def lines(rules: Iterable[dict]) -> list[Line]:
+    """Every alerting rule's line per metric it compares (rules as Prometheus rule-file mappings)."""
+    found = []
+    for rule in rules:
+        seen = set()
+        for match in COMPARISON.finditer(rule["expr"].strip()):
+            if match["metric"] not in seen:
+                seen.add(match["metric"])
+                severity = rule.get("labels", {}).get("severity", "ticket")
+                found.append(
+                    Line(rule["alert"], severity, match["metric"], match["op"], float(match["value"]))
+                )
+    return found
+
+
+def colour(lines_: Iterable[Line], x: float) -> str:
+    """The colour of value ``x``: red if it crosses a page's line, orange a ticket's, else green."""
+    crossed = {line.severity for line in lines_ if line.crossed(x)}
+    return RED if "page" in crossed else ORANGE if crossed else GREEN
+
+
+def steps(lines_: list[Line]) -> list[tuple[float | None, str]]:
+    """Grafana threshold steps, ascending: ``(None, colour below everything), (value, colour from it on)``.
+
+    Grafana colours a value by the last step it reaches (value >= step), so a strict line ``> 15`` starts its
+    colour at the next float above 15, and ``== 0`` colours exactly 0.
+    """
+    starts = set()
+    for line in lines_:
+        above = math.nextafter(line.value, math.inf)
+        starts |= (
+            {above}
+            if line.op in (">", "<=")
+            else {line.value}
+            if line.op in (">=", "<")
+            else {line.value, above}
+        )
+    result: list[tuple[float | None, str]] = [(None, colour(lines_, -math.inf))]
+    for start in sorted(starts):
+        if (c := colour(lines_, start)) != result[-1][1]:
+            result.append((start, c))
+    return result
