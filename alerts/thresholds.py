@@ -55,6 +55,14 @@ def lines(rules: Iterable[dict]) -> list[Line]:
     return found
 
 
+def shipped_line(alert: str, metric: str) -> Line:
+    """The shipped rule ``alert``'s line on ``metric``, for code that judges values as the rule does."""
+    from alerts.check import alert_rules  # reads the rule files
+
+    (line,) = [line for line in lines(alert_rules()) if (line.alert, line.metric) == (alert, metric)]
+    return line
+
+
 def colour(lines_: Iterable[Line], x: float) -> str:
     """The colour of value ``x``: red if it crosses a page's line, orange a ticket's, else green."""
     crossed = {line.severity for line in lines_ if line.crossed(x)}

@@ -1,7 +1,9 @@
-"""Pure shaping for the live pages: Prometheus frames and history rows in, tables, verdicts and fits out.
+"""Pure shaping for the live pages: Prometheus frames, Alertmanager's alerts and history rows in; tables,
+verdicts, fits and the header's sentences out.
 
 No Streamlit and no I/O here, so every decision a page shows (status names, who is at risk, the regression
-line, what is missing and why) is tested fast. Thresholds match the alert rules in ``alerts/``.
+line, what is missing and why, what fires since when) is tested fast. Thresholds are the alert rules' own
+(``alerts/*.rules.yml``, read once at import).
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from alerts.thresholds import shipped_line
+from app.alertmanager import Firing
 from common.metrics import GROUP_STATUS
 
 STATUS_NAME = {code: name for name, code in GROUP_STATUS.items()}
-AT_RISK_S = 300.0  # KafkaProducerAtRisk: the buffer fills within 5 minutes
-RUNWAY_LOW_DAYS = 7.0  # KafkaDiskRunwayLow
+AT_RISK_S = shipped_line("KafkaProducerAtRisk", "kobs_producer_time_to_block_seconds").value  # 5 minutes
+RUNWAY_LOW_DAYS = shipped_line("KafkaDiskRunwayLow", "kobs_broker_disk_runway_days").value  # 7 days
+# Partition states timed per topic, for the header's "since when": words -> seconds in that state.
+TIMED_STATES = {
+    "offline": "kobs_topic_offline_seconds",
+    "under min ISR": "kobs_topic_under_min_isr_seconds",
+    "under-replicated": "kobs_topic_under_replicated_seconds",
+}
 EXPORTER_JOB = "kobs-exporter"
 # Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
 THROUGHPUT_TABLE = "throughput"
@@ -127,8 +137,11 @@ class Fit:
 
 
 def fit_line(x: Sequence[float], y: Sequence[float]) -> Fit | None:
-    """The regression of ``y`` on ``x``; None with fewer than two distinct x values."""
+    """The regression of ``y`` on ``x`` over the points where both are known; None with fewer than two
+    distinct x values there (no verdict from missing data)."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    known = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[known], ys[known]
     if len(xs) < 2 or np.ptp(xs) == 0:
         return None
     dx, dy = xs - xs.mean(), ys - ys.mean()
@@ -160,3 +173,40 @@ def runway_table(runway_days: pd.DataFrame, stored_bytes: pd.DataFrame) -> pd.Da
     table["disks full in"] = days.map(lambda d: duration_text(None if pd.isna(d) else d * 86400))
     table["low"] = days < RUNWAY_LOW_DAYS
     return table.sort_values(["runway_days", "broker"]).drop(columns=["stored_bytes"])
+
+
+def firing_lines(alerts: Sequence[Firing], now_s: float) -> list[tuple[str, str]]:
+    """(severity, markdown sentence) per firing alert for the header: pages first, then the longest firing;
+    the alert's name links its runbook."""
+    ordered = sorted(alerts, key=lambda a: (a.severity != "page", a.since_s, a.alertname))
+    return [
+        (
+            a.severity,
+            f"{f'[{a.alertname}]({a.runbook_url})' if a.runbook_url else a.alertname} ({a.severity}): "
+            f"{a.summary or 'no summary'} — for {duration_text(max(now_s - a.since_s, 0.0))}",
+        )
+        for a in ordered
+    ]
+
+
+def unhealthy_sentence(
+    timed: Mapping[str, pd.DataFrame], brokers: pd.DataFrame, blocked: pd.DataFrame
+) -> tuple[str, str]:
+    """(level, sentence) of what is unhealthy now, longest first: each topic's partition states with the time
+    in them (frames of TIMED_STATES, by its words), brokers down (of all ``kobs_broker_up``) and blocked
+    producers. Level is error, success, or info when no broker series exists: the pipeline has not reported,
+    and health is unknown, not good."""
+    if brokers.empty:
+        return "info", "Health unknown: no kobs_broker_up from Prometheus yet."
+    rows = [
+        (r["value"], f"{r['cluster']}/{r['topic']} {words} for {duration_text(r['value'])}")
+        for words, frame in timed.items()
+        for r in frame.to_dict("records")
+        if r["value"] > 0
+    ]
+    said = [text for _, text in sorted(rows, key=lambda row: -row[0])]
+    said += [
+        f"{r['cluster']} broker {r['broker']} down" for r in brokers.to_dict("records") if r["value"] < 1
+    ]
+    said += [f"{r['cluster']}/{r['client_id']} blocked in send()" for r in blocked.to_dict("records")]
+    return ("error", "Unhealthy now: " + "; ".join(said)) if said else ("success", "Nothing unhealthy now.")

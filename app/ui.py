@@ -1,4 +1,5 @@
-"""What every live page shares: the configuration, the Prometheus client, auto-refresh and empty states.
+"""What every live page shares: the configuration, the Prometheus client, auto-refresh, empty states, and
+the header: the alerts firing now and what is unhealthy since when.
 
 The configuration file comes from the ``KOBS_CONFIG`` environment variable (``kobs app --config`` sets
 it); without it the demo defaults apply. ``KOBS__APP__PROMETHEUS_URL`` and the other ``KOBS__`` overrides
@@ -8,6 +9,7 @@ work as everywhere else.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import altair as alt
@@ -15,7 +17,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import CONFIG_ENV, live
+from app import CONFIG_ENV, alertmanager, live
 from app.prometheus import PrometheusClient, PrometheusUnavailable
 from common.config import Config, ConfigError, load_config
 
@@ -39,12 +41,38 @@ def live_page(title: str, render: Callable[[Config, PrometheusClient], None]) ->
 
     @st.fragment(run_every=config.app.refresh_s)
     def refresh() -> None:
+        prom = PrometheusClient(config.app.prometheus_url)
+        header(config, prom)
         try:
-            render(config, PrometheusClient(config.app.prometheus_url))
+            render(config, prom)
         except PrometheusUnavailable as exc:
             st.error(str(exc))
 
     refresh()
+
+
+def header(config: Config, prom: PrometheusClient) -> None:
+    """The alerts that notify people now (Alertmanager), and what is unhealthy since when (Prometheus)."""
+    now = time.time()
+    with st.container(border=True):
+        if config.app.alertmanager_url:
+            try:
+                alerts = alertmanager.firing(config.app.alertmanager_url)
+            except alertmanager.AlertmanagerUnavailable as exc:
+                st.warning(str(exc))
+            else:
+                for severity, text in live.firing_lines(alerts, now):
+                    (st.error if severity == "page" else st.warning)(text)
+                if not alerts:
+                    st.success("No alerts firing.")
+        try:
+            timed = {words: prom.instant(f"{metric} > 0") for words, metric in live.TIMED_STATES.items()}
+            brokers, blocked = prom.instant("kobs_broker_up"), prom.instant("kobs_producer_blocked > 0")
+        except PrometheusUnavailable:  # the page below says so in one line
+            st.caption("Health unknown: Prometheus is not answering.")
+        else:
+            level, sentence = live.unhealthy_sentence(timed, brokers, blocked)
+            {"error": st.error, "success": st.success, "info": st.info}[level](sentence)
 
 
 def instant(prom: PrometheusClient, config: Config, expr: str, metric: str) -> pd.DataFrame | None:

@@ -254,9 +254,10 @@ class Sinks(_Model):
 
 
 class App(_Model):
-    """Where the Streamlit app reads live state, and how often its pages refresh."""
+    """Where the Streamlit app reads live state and firing alerts, and how often its pages refresh."""
 
     prometheus_url: HttpUrl = "http://127.0.0.1:9090"
+    alertmanager_url: HttpUrl | None = "http://127.0.0.1:9093"  # null: no firing alerts in the header
     refresh_s: Seconds = 10.0
 
 

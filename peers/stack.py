@@ -123,7 +123,9 @@ class EmbeddedStack:
         self.kafka = KafkaCluster(self.run_dir / "kafka")
         self.kafka.start(progress)
         bootstrap = self.kafka.bootstrap
-        ports = {name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus")}
+        ports = {
+            name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus", "alertmanager")
+        }
         self.app_url = f"http://{HOST}:{ports['app']}/" if self.observers else None
         sinks = {
             "run_dir": str(self.run_dir),
@@ -173,7 +175,10 @@ class EmbeddedStack:
             "metrics_topic": {"replication_factor": 3},
             "intervals": INTERVALS,
             "sinks": sinks,
-            "app": {"prometheus_url": f"http://{HOST}:{ports['prometheus']}"},
+            "app": {
+                "prometheus_url": f"http://{HOST}:{ports['prometheus']}",
+                "alertmanager_url": f"http://{HOST}:{ports['alertmanager']}" if self.observers else None,
+            },
         }
         config_path = self.run_dir / "kobs.yaml"
         config_path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -185,7 +190,7 @@ class EmbeddedStack:
         create_topic(bootstrap, traffic.topic, traffic.partitions, replication_factor=3)
         self.traffic = Traffic(bootstrap, traffic).start()
         if self.observers:
-            self._start_observers(sinks, ports["prometheus"], progress)
+            self._start_observers(sinks, ports, progress)
         config = ["--config", str(config_path)]
         app = ["app", *config, "--port", str(ports["app"])]
         commands = [  # (arguments, readiness URL, its port, start timeout); Spark starts slowly
@@ -197,11 +202,11 @@ class EmbeddedStack:
             progress(f"starting kobs {command[0]} ...")
             self._add(KobsCommand(self.run_dir, command, url, ports[port], timeout_s))
 
-    def _start_observers(self, sinks: dict, prometheus_port: int, progress: Callable[[str], None]) -> None:
+    def _start_observers(self, sinks: dict, ports: dict[str, int], progress: Callable[[str], None]) -> None:
         self.pager = Pager(self.on_notification).start()
         progress("starting Alertmanager (pages and tickets go to the demo's pager) ...")
         routing = routed_to(self.pager.url, self.group_wait, self.group_interval)
-        self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=pick_port("alertmanager")))
+        self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=ports["alertmanager"]))
         progress("starting Prometheus with the shipped alert rules (runbook links open the demo's app) ...")
         rules = write_rules(self.run_dir / "rules", f"{self.app_url}runbooks?alert={{alert}}")
         targets = {
@@ -218,7 +223,7 @@ class EmbeddedStack:
                 rule_files=rules,
                 alertmanager=self.alertmanager.address,
                 scrape_interval="5s",
-                port=prometheus_port,
+                port=ports["prometheus"],
                 target_labels={"simulated-kafka": {"cluster": FLEET_CLUSTER}},  # raw rules group by it
                 job_settings={"simulated-kafka": FLEET_SCRAPE},
             )

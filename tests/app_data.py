@@ -28,6 +28,7 @@ def by(label: str, values: dict[str, float]) -> list[tuple[dict[str, str], float
 SERIES = {
     "kobs_broker_up": by("broker", {"1": 1, "2": 0, "3": 1}),
     "kobs_topic_offline_partitions": by("topic", {"orders": 5, "payments": 0}),
+    "kobs_topic_offline_seconds": by("topic", {"orders": 90, "payments": 0}),
     "kobs_topic_replication_factor": by("topic", {"orders": 1, "payments": 3}),
     "kobs_isr_flapping_partitions": by("broker", {"1": 2, "3": 0}),
     "kobs_consumergroup_status": by("group", {"billing": 2, "analytics": 0}),  # ERR: its partitions STOP
@@ -86,11 +87,17 @@ def write_history(history: Path) -> None:
         )
 
 
-def write_config(path: Path, prometheus_url: str, run_dir: Path, refresh_s: float = 60) -> Path:
+def write_config(
+    path: Path, prometheus_url: str, run_dir: Path, refresh_s: float = 60, alertmanager_url: str | None = None
+) -> Path:
     doc = {
-        "clusters": [{"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"]}],
+        "clusters": [{"name": "c1", "bootstrap_servers": ["127.0.0.1:9092"], "broker_disk_bytes": 10**12}],
         "sinks": {"run_dir": str(run_dir)},
-        "app": {"prometheus_url": prometheus_url, "refresh_s": refresh_s},
+        "app": {
+            "prometheus_url": prometheus_url,
+            "refresh_s": refresh_s,
+            "alertmanager_url": alertmanager_url,
+        },
     }
     path.write_text(yaml.safe_dump(doc))
     return path

@@ -3,10 +3,14 @@ exporter (tests/derived_exporter.py) and Parquet history written here; also Prom
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import subprocess
 import sys
 import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,10 +20,12 @@ from streamlit.testing.v1 import AppTest
 
 from app.prometheus import PrometheusClient, PrometheusUnavailable
 from peers.process import free_port
-from peers.prometheus import Prometheus
+from peers.prometheus import Alertmanager, Prometheus
 
 pytestmark = pytest.mark.peers
 MAIN = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
+# The header of every live page on SERIES: what is unhealthy, longest first.
+UNHEALTHY = "Unhealthy now: c1/orders offline for 1.5 min; c1 broker 2 down; c1/web blocked in send()"
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +61,9 @@ def metrics(at: AppTest) -> dict[str, str]:
 def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_timeline(populated):
     at = open_page("health")
     assert at.title[0].value == "Cluster health"
-    assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "2"}
+    assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "c1 broker 2"}
     assert [s.value for s in at.success] == ["Controller: one active controller"]
-    assert [e.value for e in at.error] == ["Topics in trouble: orders"]
+    assert [e.value for e in at.error] == [UNHEALTHY, "Topics in trouble: orders"]
     topics = at.dataframe[0].value
     assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5
     assert "Flapping partitions per broker" in " ".join(c.value for c in at.caption)
@@ -84,7 +90,7 @@ def test_throughput_draws_the_regression_and_flags_a_short_disk_runway(populated
     at = open_page("throughput")
     verdict = next(m.value for m in at.markdown if m.value.startswith("**Regression**"))
     assert "throughput falls as stored data grows (r = -1.00)" in verdict
-    assert [e.value for e in at.error] == ["Disks fill within 7 days on broker(s) 1"]
+    assert [e.value for e in at.error] == [UNHEALTHY, "Disks fill within 7 days on broker(s) 1"]
     runway = at.dataframe[0].value
     assert list(runway["broker"]) == ["1", "3", "2"] and list(runway["disks full in"])[-1] == "never"
     per_topic = at.dataframe[1].value
@@ -93,7 +99,7 @@ def test_throughput_draws_the_regression_and_flags_a_short_disk_runway(populated
 
 def test_producers_name_the_blocked_one_and_the_one_at_risk(populated):
     at = open_page("producers")
-    assert [e.value for e in at.error] == ["c1/web: send() is blocking now"]
+    assert [e.value for e in at.error] == [UNHEALTHY, "c1/web: send() is blocking now"]
     assert [w.value for w in at.warning] == ["c1/batch: blocks in 2.0 min"]
     assert metrics(at)["Blocked"] == "1" and metrics(at)["At risk (< 5.0 min)"] == "1"
     at.selectbox(key="producers_window").set_value("1 day").run()
@@ -232,3 +238,76 @@ def test_a_bad_answer_is_one_line_naming_the_url_in_the_client_and_on_every_live
             at = open_page(page)  # asserts no exception (traceback) on the page
             (error,) = [e.value for e in at.error]
             assert error.startswith(f"Prometheus at {server.url} ") and "\n" not in error, page
+
+
+def _post(url: str, body: object) -> None:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+@pytest.fixture(scope="module")
+def alertmanager(tmp_path_factory):
+    """A real Alertmanager holding a page, a ticket and a silenced page, as Prometheus would send them."""
+    with Alertmanager(tmp_path_factory.mktemp("am")) as am:
+        started = datetime.now(UTC) - timedelta(minutes=10)
+        alerts = [
+            ("KafkaProducerBlocked", "page", "c1: producer web is blocked in send()", "KafkaProducerBlocked"),
+            ("KafkaConsumerLagOverSlo", "ticket", "c1: group billing is 30m behind", ""),
+            ("KafkaBrokerDown", "page", "c1: broker 2 is down", ""),
+        ]
+        body = [
+            {
+                "labels": {"alertname": name, "severity": severity, "cluster": "c1"},
+                "annotations": {
+                    "summary": summary,
+                    **({"runbook_url": f"http://rb/?alert={rb}"} if rb else {}),
+                },
+                "startsAt": started.isoformat(),
+            }
+            for name, severity, summary, rb in alerts
+        ]
+        _post(f"{am.url}/api/v2/alerts", body)
+        silence = {
+            "matchers": [{"name": "alertname", "value": "KafkaBrokerDown", "isRegex": False}],
+            "startsAt": started.isoformat(),
+            "endsAt": (started + timedelta(hours=2)).isoformat(),
+            "createdBy": "test",
+            "comment": "planned restart",
+        }
+        _post(f"{am.url}/api/v2/silences", silence)
+        deadline = time.monotonic() + 30
+        while len(am.alerts()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield am
+
+
+def test_every_live_page_opens_with_the_alerts_firing_now_and_what_is_unhealthy_since_when(
+    prometheus, alertmanager, tmp_path, monkeypatch
+):
+    config = write_config(tmp_path / "kobs.yaml", prometheus.url, tmp_path, alertmanager_url=alertmanager.url)
+    monkeypatch.setenv("KOBS_CONFIG", str(config))
+    for page in ("health", "lag", "throughput", "producers"):
+        at = open_page(page)
+        page_line, ticket_line = at.error[0].value, at.warning[0].value  # the silenced page is not shown
+        assert re.fullmatch(
+            r"\[KafkaProducerBlocked\]\(http://rb/\?alert=KafkaProducerBlocked\) \(page\): "
+            r"c1: producer web is blocked in send\(\) — for 10\.\d min",  # started 10 minutes before the test
+            page_line,
+        ), page
+        assert re.fullmatch(
+            r"KafkaConsumerLagOverSlo \(ticket\): c1: group billing is 30m behind — for 10\.\d min",
+            ticket_line,
+        )
+        assert at.error[1].value == UNHEALTHY, page
+
+
+def test_alertmanager_down_is_one_warning_and_the_page_still_shows(prometheus, tmp_path, monkeypatch):
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = write_config(tmp_path / "kobs.yaml", prometheus.url, tmp_path, alertmanager_url=dead)
+    monkeypatch.setenv("KOBS_CONFIG", str(config))
+    at = open_page("producers")
+    warning = at.warning[0].value
+    assert (
+        warning.startswith(f"Alertmanager at {dead} is not answering") and "app.alertmanager_url" in warning
+    )
+    assert metrics(at)["Blocked"] == "1"

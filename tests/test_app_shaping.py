@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from app import live
+from app.alertmanager import Firing
 
 # Anscombe's quartet, data set I (Anscombe 1973): published fit y = 3.00 + 0.500 x, r = 0.816.
 ANSCOMBE_X = [10, 8, 13, 9, 11, 14, 6, 4, 12, 7, 5]
@@ -29,6 +30,66 @@ def test_regression_needs_two_distinct_x_and_says_so():
     assert live.fit_line([1.0], [2.0]) is None
     assert live.fit_line([3.0, 3.0], [1.0, 2.0]) is None
     assert live.fit_verdict(None) == "not enough points for a regression yet"
+
+
+def test_points_with_a_missing_value_are_left_out_never_turned_into_a_verdict():
+    """Early history rows have NaN rates: the fit is Anscombe's over the known points, and from NaN points
+    alone there is no fit and no verdict (once "does not fall, as expected" from Fit(nan, nan, nan))."""
+    fit = live.fit_line([*ANSCOMBE_X, math.nan, 3.0], [*ANSCOMBE_Y, 1.0, math.nan])
+    assert (round(fit.slope, 3), round(fit.intercept, 2), round(fit.r, 3)) == (0.5, 3.0, 0.816)
+    assert live.fit_line([1.0, 2.0, 3.0], [math.nan, math.nan, 5.0]) is None
+    assert live.fit_verdict(live.fit_line([1.0, 2.0], [math.nan, math.nan])) == (
+        "not enough points for a regression yet"
+    )
+
+
+def test_firing_alerts_pages_first_then_longest_firing_with_runbook_links_and_durations():
+    now = 10_000.0
+    alerts = [
+        Firing("KafkaConsumerLagOverSlo", "ticket", "c1: group billing is 30m behind", now - 3600, ""),
+        Firing(
+            "KafkaProducerBlocked", "page", "c1: producer web is blocked in send()", now - 90, "http://rb/b"
+        ),
+        Firing("KafkaOfflinePartitions", "page", "c1/orders: 5 partitions offline", now - 600, "http://rb/o"),
+    ]
+    assert live.firing_lines(alerts, now) == [
+        (
+            "page",
+            "[KafkaOfflinePartitions](http://rb/o) (page): c1/orders: 5 partitions offline — for 10.0 min",
+        ),
+        (
+            "page",
+            "[KafkaProducerBlocked](http://rb/b) (page): c1: producer web is blocked in send() — for 1.5 min",
+        ),
+        ("ticket", "KafkaConsumerLagOverSlo (ticket): c1: group billing is 30m behind — for 1.0 h"),
+    ]
+
+
+def test_unhealthy_now_longest_first_and_unknown_without_any_broker_series():
+    timed = {
+        "offline": pd.DataFrame([{"cluster": "c1", "topic": "orders", "value": 95.0}]),
+        "under min ISR": pd.DataFrame(columns=["cluster", "topic", "value"]),
+        "under-replicated": pd.DataFrame(
+            [
+                {"cluster": "c1", "topic": "orders", "value": 400.0},
+                {"cluster": "c2", "topic": "logs", "value": 20.0},
+            ]
+        ),
+    }
+    brokers = frame("broker", {"1": 1, "2": 0})
+    blocked = frame("client_id", {"web": 1})
+    assert live.unhealthy_sentence(timed, brokers, blocked) == (
+        "error",
+        "Unhealthy now: c1/orders under-replicated for 6.7 min; c1/orders offline for 1.6 min; "
+        "c2/logs under-replicated for 20 s; c1 broker 2 down; c1/web blocked in send()",
+    )
+    healthy = {words: f.iloc[0:0] for words, f in timed.items()}
+    assert live.unhealthy_sentence(healthy, frame("broker", {"1": 1}), blocked.iloc[0:0]) == (
+        "success",
+        "Nothing unhealthy now.",
+    )
+    level, sentence = live.unhealthy_sentence(healthy, brokers.iloc[0:0], blocked.iloc[0:0])
+    assert level == "info" and sentence.startswith("Health unknown")
 
 
 def test_verdict_flags_throughput_falling_with_stored_data_and_accepts_a_flat_line():

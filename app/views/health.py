@@ -35,9 +35,16 @@ def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
     cols = st.columns(3)
     cols[0].metric("Brokers up", f"{int(up['value'].sum())} / {len(up)}")
     cols[1].metric("Active controllers", f"{controllers['value'].sum():.0f}" if len(controllers) else "?")
-    down = sorted(up.loc[up["value"] < 1, "broker"], key=int)
-    cols[2].metric("Brokers down", ", ".join(down) or "none")
+    down = up[up["value"] < 1].sort_values(["cluster", "broker"], key=lambda c: c.map(_natural))
+    cols[2].metric(
+        "Brokers down", ", ".join(f"{r.cluster} broker {r.broker}" for r in down.itertuples()) or "none"
+    )
     (st.success if healthy else st.error)(f"Controller: {verdict}")
+
+
+def _natural(value: str) -> tuple[int, str]:
+    """Broker ids in number order (2 before 10), cluster names in text order."""
+    return (int(value), "") if value.isdigit() else (0, value)
 
 
 def topics(config: Config, prom: PrometheusClient) -> None:

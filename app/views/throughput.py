@@ -59,6 +59,13 @@ def scatter(config: Config, prom: PrometheusClient) -> None:
 
 def runway(config: Config, prom: PrometheusClient) -> None:
     st.subheader("Disk runway per broker")
+    unsized = [c.name for c in config.clusters if c.broker_disk_bytes is None]
+    if len(unsized) == len(config.clusters):
+        st.info(
+            "No disk runway: it needs each broker's disk size. Set broker_disk_bytes for the cluster(s) "
+            f"{', '.join(unsized)} in the configuration."
+        )
+        return
     days = ui.instant(prom, config, "kobs_broker_disk_runway_days", "kobs_broker_disk_runway_days")
     if days is None:
         return
