@@ -68,6 +68,37 @@ def test_every_alert_has_firing_and_not_firing_unit_tests():
         assert False in evals.get(name, []), f"{name}: no promtool case where it must not fire"
 
 
+def _seconds(duration: str) -> int:
+    """A promtool duration such as ``90s``, ``25m`` or ``1h`` in seconds."""
+    return sum(
+        int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u]
+        for n, u in re.findall(r"(\d+)([smhd])", duration)
+    )
+
+
+def test_every_alert_has_a_promtool_case_where_it_fires_and_then_clears():
+    """No alert that pages or tickets forever: in one case with the same input, it fires, and at a later
+    evaluation, after its cause ended, nothing fires."""
+    recovered = set()
+    for path in check.unit_test_files():
+        for case in yaml.safe_load(path.read_text())["tests"]:
+            evals = sorted(
+                (_seconds(e["eval_time"]), e["alertname"], bool(e.get("exp_alerts")))
+                for e in case["alert_rule_test"]
+            )
+            for when, name, fired in evals:
+                if fired and any(n == name and not f and w > when for w, n, f in evals):
+                    recovered.add(name)
+    assert {r["alert"] for r in check.alert_rules()} <= recovered, "alerts never seen clearing in promtool"
+
+
+def test_docs_say_when_every_alert_fires_and_clears_with_the_rules_hold_time():
+    text = (DOCS / "metrics.md").read_text().split("## When each alert fires and clears")[1]
+    rows = {m[0]: m[1] for m in re.findall(r"^\| (\w+) \| [^|]+ \| (\w+) \| [^|]+ \|$", text, re.M)}
+    for rule in check.alert_rules():
+        assert rows.get(rule["alert"]) == rule.get("for", "0s"), f"{rule['alert']}: hold time in docs"
+
+
 def test_every_alert_has_severity_and_annotations():
     for rule in check.alert_rules():
         assert rule["labels"]["severity"] in {"page", "ticket"}, rule["alert"]
