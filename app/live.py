@@ -210,3 +210,53 @@ def unhealthy_sentence(
     ]
     said += [f"{r['cluster']}/{r['client_id']} blocked in send()" for r in blocked.to_dict("records")]
     return ("error", "Unhealthy now: " + "; ".join(said)) if said else ("success", "Nothing unhealthy now.")
+
+
+# What the incident timeline draws: query over the window, when a sample is trouble, how to name the series.
+INCIDENT_QUERIES = {
+    "broker down": (
+        "min by (cluster, broker) (kobs_broker_up)",
+        lambda v: v < 1,
+        "{cluster} broker {broker} down",
+    ),
+    "offline": (
+        "sum by (cluster, topic) (kobs_topic_offline_partitions)",
+        lambda v: v > 0,
+        "{cluster}/{topic} offline",
+    ),
+    "under-replicated": (
+        "sum by (cluster, topic) (kobs_topic_under_replicated_partitions)",
+        lambda v: v > 0,
+        "{cluster}/{topic} under-replicated",
+    ),
+    "producer blocked": (
+        "max by (cluster, client_id) (kobs_producer_blocked)",
+        lambda v: v > 0,
+        "{cluster}/{client_id} blocked",
+    ),
+}
+
+
+def incident_spans(ranges: Mapping[str, pd.DataFrame], step_s: float) -> pd.DataFrame:
+    """One row (``what``, ``kind``, ``start``, ``end`` in Unix seconds) per stretch of trouble in range-query
+    frames keyed as INCIDENT_QUERIES: consecutive troubled samples (no gap over 1.5 steps) make one stretch,
+    which lasts until one step after its last sample. Oldest first."""
+    rows = []
+    for kind, frame in ranges.items():
+        _, troubled, name = INCIDENT_QUERIES[kind]
+        if frame.empty:
+            continue
+        labels = [c for c in frame.columns if c not in ("time", "value")]
+        bad = frame[frame["value"].map(troubled)].sort_values("time")
+        for key, series in bad.groupby(labels, sort=False) if labels else [((), bad)]:
+            what = name.format(**dict(zip(labels, key if isinstance(key, tuple) else (key,), strict=True)))
+            times = series["time"].tolist()
+            start = previous = times[0]
+            for t in [*times[1:], math.inf]:
+                if t - previous > 1.5 * step_s:
+                    rows.append({"what": what, "kind": kind, "start": start, "end": previous + step_s})
+                    start = t
+                previous = t
+    return pd.DataFrame(rows, columns=["what", "kind", "start", "end"]).sort_values(
+        ["start", "what"], ignore_index=True
+    )

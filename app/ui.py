@@ -95,6 +95,12 @@ def step_for(seconds: float) -> float:
     return max(5.0, seconds / 120)
 
 
+def window_scale(window_s: float) -> alt.Scale:
+    """A time axis spanning the last ``window_s`` seconds (UTC, as Prometheus's Unix times)."""
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    return alt.Scale(domain=[(now - pd.Timedelta(seconds=window_s)).isoformat(), now.isoformat()])
+
+
 def timeline(
     frame: pd.DataFrame,
     y: str,
@@ -105,10 +111,6 @@ def timeline(
     """A line per ``color`` over ``time`` (Unix seconds), with points so that short series show; the time
     axis spans the last ``window_s`` seconds when given, else the data."""
     data = frame.assign(time=pd.to_datetime(frame["time"], unit="s"))
-    scale = alt.Undefined
-    if window_s:
-        now = pd.Timestamp.now(tz="UTC").tz_localize(None)
-        scale = alt.Scale(domain=[(now - pd.Timedelta(seconds=window_s)).isoformat(), now.isoformat()])
-    x = alt.X("time:T", scale=scale)
+    x = alt.X("time:T", scale=window_scale(window_s) if window_s else alt.Undefined)
     chart = alt.Chart(data).mark_line(point=True).encode(x=x, y=f"{y}:Q", color=f"{color}:N")
     (where or st).altair_chart(chart, width="stretch")

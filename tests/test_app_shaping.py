@@ -188,3 +188,31 @@ def test_lag_timeline_sums_partitions_per_group_and_time():
     assert list(timeline["lag_seconds"]) == [5.0, 1.0]
     assert list(timeline["time"]) == [100.0, 110.0]
     assert live.lag_timeline(pd.DataFrame()).empty
+
+
+def test_incident_spans_join_consecutive_troubled_samples_and_end_a_step_after_the_last():
+    step = 10.0
+    up = pd.DataFrame(
+        [
+            {"cluster": "c1", "broker": "2", "time": t, "value": v}
+            for t, v in [(0, 1), (10, 0), (20, 0), (30, 1), (40, 0)]
+        ]
+        + [{"cluster": "c1", "broker": "1", "time": t, "value": 1.0} for t in (0, 10, 20, 30, 40)]
+    )
+    blocked = pd.DataFrame(
+        [{"cluster": "c1", "client_id": "web", "time": t, "value": 1.0} for t in (5, 15, 45)]
+    )
+    spans = live.incident_spans(
+        {"broker down": up, "producer blocked": blocked, "offline": up.iloc[0:0]}, step
+    )
+    assert spans.to_dict("records") == [
+        {"what": "c1/web blocked", "kind": "producer blocked", "start": 5, "end": 25.0},
+        {"what": "c1 broker 2 down", "kind": "broker down", "start": 10, "end": 30.0},
+        {"what": "c1 broker 2 down", "kind": "broker down", "start": 40, "end": 50.0},
+        {
+            "what": "c1/web blocked",
+            "kind": "producer blocked",
+            "start": 45,
+            "end": 55.0,
+        },  # a gap: a new stretch
+    ]

@@ -22,7 +22,10 @@ TOPIC_METRICS = {
 def render(config: Config, prom: PrometheusClient) -> None:
     brokers_and_controller(config, prom)
     topics(config, prom)
-    flapping(prom)
+    st.subheader("Over time")
+    seconds = ui.window_seconds("health_window")
+    incidents(prom, seconds)
+    flapping(prom, seconds)
     pipeline(prom)
 
 
@@ -62,9 +65,36 @@ def topics(config: Config, prom: PrometheusClient) -> None:
     st.dataframe(table, hide_index=True)
 
 
-def flapping(prom: PrometheusClient) -> None:
-    st.subheader("ISR flapping timeline")
-    seconds = ui.window_seconds("health_window")
+def incidents(prom: PrometheusClient, seconds: int) -> None:
+    """Brokers down, partitions offline or under-replicated, producers blocked: since when, until when."""
+    step = ui.step_for(seconds)
+    ranges = {kind: prom.range(q, seconds, step) for kind, (q, _, _) in live.INCIDENT_QUERIES.items()}
+    spans = live.incident_spans(ranges, step)
+    st.caption("Incident timeline: brokers down, partitions offline or under-replicated, producers blocked")
+    if spans.empty:
+        st.success("No incident in this window.")
+        return
+    data = spans.assign(
+        start=pd.to_datetime(spans["start"], unit="s"), end=pd.to_datetime(spans["end"], unit="s")
+    )
+    colours = alt.Scale(
+        domain=list(live.INCIDENT_QUERIES), range=["#d62728", "#d62728", "#ff7f0e", "#d62728"]
+    )
+    chart = (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X("start:T", title="time", scale=ui.window_scale(seconds)),
+            x2="end:T",
+            y=alt.Y("what:N", title=None, sort=alt.EncodingSortField("start")),
+            color=alt.Color("kind:N", scale=colours),
+            tooltip=["what", "start:T", "end:T"],
+        )
+    )
+    st.altair_chart(chart, width="stretch")
+
+
+def flapping(prom: PrometheusClient, seconds: int) -> None:
     step = ui.step_for(seconds)
     flaps = prom.range("sum by (broker) (kobs_isr_flapping_partitions)", seconds, step)
     changes_expr = f"sum by (change) (increase(kobs_isr_changes_total[{step * 2:.0f}s]))"
@@ -75,9 +105,20 @@ def flapping(prom: PrometheusClient) -> None:
     left, right = st.columns(2)
     left.caption("Flapping partitions per broker (left and rejoined the ISR ≥ 3 times in 10 min)")
     ui.timeline(flaps, "value", "broker", left, seconds)
-    right.caption("ISR changes per step, by kind")
-    changes["time"] = pd.to_datetime(changes["time"], unit="s")
-    chart = alt.Chart(changes).mark_bar().encode(x="time:T", y="value:Q", color="change:N")
+    right.caption(f"ISR changes per {live.duration_text(step)}, by kind")
+    changes = changes.assign(
+        time=pd.to_datetime(changes["time"], unit="s"), value=changes["value"].astype(float).round()
+    )
+    counts = alt.Axis(format="d", tickMinStep=1)  # whole changes, never "0.000000"
+    chart = (
+        alt.Chart(changes)
+        .mark_bar()
+        .encode(
+            x=alt.X("time:T", scale=ui.window_scale(seconds)),
+            y=alt.Y("value:Q", title="changes", axis=counts),
+            color="change:N",
+        )
+    )
     right.altair_chart(chart, width="stretch")
 
 
@@ -85,7 +126,7 @@ def pipeline(prom: PrometheusClient) -> None:
     st.subheader("Is data arriving?")
     sources = prom.instant("time() - kobs_source_last_seen_timestamp_seconds")
     batches = prom.instant("time() - kobs_pipeline_last_batch_timestamp_seconds")
-    scrapes = prom.instant("sum by (source) (kobs_collector_scrape_duration_seconds_count)")
+    scrapes = prom.instant("sum by (source) (rate(kobs_collector_scrape_duration_seconds_count[5m])) * 60")
     if sources.empty and batches.empty and scrapes.empty:
         st.info(
             "Nothing from the pipeline yet: are `kobs collect` and `kobs stream` running, and does "
@@ -94,7 +135,7 @@ def pipeline(prom: PrometheusClient) -> None:
         return
     left, right = st.columns(2)
     if len(scrapes):
-        left.caption("Collector scrapes per source (kobs collect)")
+        left.caption("Collector scrapes per minute by source (kobs collect, last 5 minutes)")
         left.bar_chart(scrapes, x="source", y="value", horizontal=True)
     ages = [(f"source {r.get('source', '?')}", r["value"]) for _, r in sources.iterrows()] + [
         (f"query {r.get('query', '?')}", r["value"]) for _, r in batches.iterrows()
