@@ -31,7 +31,7 @@ TIMED_STATES = {
 EXPORTER_JOB = "kobs-exporter"
 # Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
 THROUGHPUT_TABLE = "throughput"
-THROUGHPUT_COLUMNS = ("cluster", "broker", "at_s", "bytes_in_per_s", "stored_bytes")
+THROUGHPUT_COLUMNS = ("cluster", "broker", "topic", "at_s", "bytes_in_per_s", "stored_bytes")
 
 
 def duration_text(seconds: float | None) -> str:
@@ -125,6 +125,19 @@ def producer_states(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     table["blocks in"] = ttb.map(duration_text)
     order = table["state"].map({"blocked": 0, "at risk": 1, "ok": 2})
     return table.assign(_o=order, _t=ttb).sort_values(["_o", "_t", "client_id"]).drop(columns=["_o", "_t"])
+
+
+def broker_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """The scatter's points from throughput history: each broker's own rows (``topic`` null), never its
+    per-topic rows, as ``stored GB``, ``MB/s in`` and ``broker``."""
+    own = rows[rows["topic"].isna()]
+    return pd.DataFrame(
+        {
+            "stored GB": own["stored_bytes"] / 1e9,
+            "MB/s in": own["bytes_in_per_s"] / 1e6,
+            "broker": own["broker"].astype(str),
+        }
+    ).reset_index(drop=True)
 
 
 @dataclass(frozen=True)

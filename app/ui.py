@@ -107,10 +107,15 @@ def timeline(
     color: str,
     where: DeltaGenerator | None = None,
     window_s: float | None = None,
+    y_title: str | None = None,
+    y_format: str | None = None,
 ) -> None:
     """A line per ``color`` over ``time`` (Unix seconds), with points so that short series show; the time
-    axis spans the last ``window_s`` seconds when given, else the data."""
+    axis spans the last ``window_s`` seconds when given, else the data; ``y_format`` is a d3 format
+    (``%`` for a ratio as a percentage)."""
     data = frame.assign(time=pd.to_datetime(frame["time"], unit="s"))
     x = alt.X("time:T", scale=window_scale(window_s) if window_s else alt.Undefined)
-    chart = alt.Chart(data).mark_line(point=True).encode(x=x, y=f"{y}:Q", color=f"{color}:N")
+    axis = alt.Axis(format=y_format) if y_format else alt.Undefined
+    y_axis = alt.Y(f"{y}:Q", title=y_title or y, axis=axis)
+    chart = alt.Chart(data).mark_line(point=True).encode(x=x, y=y_axis, color=f"{color}:N")
     (where or st).altair_chart(chart, width="stretch")

@@ -71,18 +71,20 @@ def write_history(history: Path) -> None:
     for batch, lags in enumerate(([100, 50], [400, 300], [700, 500])):
         write_batch(history, "lag", batch, lag_rows(now - 60 + 20 * batch, lags))
     write_batch(history, "lag", 3, lag_rows(now, [9999, 9999]), committed=False)  # still being written
-    # Produce throughput falls 0.1 MB/s per GB stored: y = 60 - 0.1 x, the same line on every broker.
+    # Produce throughput falls 0.1 MB/s per GB stored: y = 60 - 0.1 x, the same line on every broker. Each
+    # batch also has a per-topic row per broker (as spark_jobs/throughput.py writes), off that line.
     for batch, stored_gb in enumerate((100, 200, 300)):
         write_batch(
             history,
             "throughput",
             batch,
             {
-                "cluster": ["c1", "c1"],
-                "broker": [1, 3],
-                "at_s": [now + batch] * 2,
-                "bytes_in_per_s": [(60 - 0.1 * stored_gb) * 1e6] * 2,
-                "stored_bytes": [stored_gb * 1e9] * 2,
+                "cluster": ["c1"] * 4,
+                "broker": ["1", "3", "1", "3"],
+                "topic": [None, None, "orders", "orders"],
+                "at_s": [now + batch] * 4,
+                "bytes_in_per_s": [(60 - 0.1 * stored_gb) * 1e6] * 2 + [50e6, 1e6],
+                "stored_bytes": [stored_gb * 1e9] * 2 + [1e9, 90e9],
             },
         )
 

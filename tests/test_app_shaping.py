@@ -216,3 +216,19 @@ def test_incident_spans_join_consecutive_troubled_samples_and_end_a_step_after_t
             "end": 55.0,
         },  # a gap: a new stretch
     ]
+
+
+def test_the_scatter_takes_each_brokers_own_rows_not_its_per_topic_rows():
+    rows = pd.DataFrame(
+        {
+            "broker": ["1", "1", "2"],
+            "topic": [None, "orders", None],
+            "stored_bytes": [2e9, 5e8, 4e9],
+            "bytes_in_per_s": [3e6, 1e6, 5e6],
+        }
+    )
+    assert live.broker_points(rows).to_dict("list") == {
+        "stored GB": [2.0, 4.0],
+        "MB/s in": [3.0, 5.0],
+        "broker": ["1", "2"],
+    }

@@ -104,7 +104,7 @@ def flapping(prom: PrometheusClient, seconds: int) -> None:
         return
     left, right = st.columns(2)
     left.caption("Flapping partitions per broker (left and rejoined the ISR ≥ 3 times in 10 min)")
-    ui.timeline(flaps, "value", "broker", left, seconds)
+    ui.timeline(flaps, "value", "broker", left, seconds, y_title="flapping partitions", y_format="d")
     right.caption(f"ISR changes per {live.duration_text(step)}, by kind")
     changes = changes.assign(
         time=pd.to_datetime(changes["time"], unit="s"), value=changes["value"].astype(float).round()

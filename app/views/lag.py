@@ -54,7 +54,8 @@ def history(config: Config) -> None:
     group = st.selectbox("Partitions of group", sorted(rows["group"].unique()), key="lag_group")
     newest = rows[(rows["batch_id"] == rows["batch_id"].max()) & (rows["group"] == group)]
     newest = newest.assign(partition=newest["partition"].astype(int)).sort_values(["topic", "partition"])
-    columns = ["topic", "partition", "status", "lag_messages", "lag_seconds", "lost_messages", "committed"]
+    newest = newest.assign(lag=newest["lag_seconds"].map(live.duration_text))
+    columns = ["topic", "partition", "status", "lag_messages", "lag", "lost_messages", "committed"]
     st.dataframe(newest[[*columns, "end_offset"]], hide_index=True)
 
 

@@ -31,14 +31,18 @@ def render(config: Config, prom: PrometheusClient) -> None:
         say = st.error if row["state"] == "blocked" else st.warning
         when = "send() is blocking now" if row["state"] == "blocked" else f"blocks in {row['blocks in']}"
         say(f"{row['cluster']}/{row['client_id']}: {when}")
-    st.dataframe(table[["cluster", "client_id", "state", "blocks in", "buffer_used"]], hide_index=True)
+    st.dataframe(
+        table[["cluster", "client_id", "state", "blocks in", "buffer_used"]],
+        hide_index=True,
+        column_config={"buffer_used": st.column_config.ProgressColumn("buffer used", format="percent")},
+    )
     st.subheader("Buffer used over time")
     seconds = ui.window_seconds("producers_window")
     history = prom.range(QUERIES["buffer_used"], seconds, ui.step_for(seconds))
     if history.empty:
         st.info("No buffer history in this window yet.")
         return
-    ui.timeline(history, "value", "client_id", window_s=seconds)
+    ui.timeline(history, "value", "client_id", window_s=seconds, y_title="buffer used", y_format="%")
 
 
 ui.live_page("Producers", render)

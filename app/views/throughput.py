@@ -37,13 +37,7 @@ def scatter(config: Config, prom: PrometheusClient) -> None:
         where = config.sinks.history_dir / live.THROUGHPUT_TABLE
         st.info(f"No throughput history yet under {where}: is `kobs stream` running its throughput job?")
         return
-    points = pd.DataFrame(
-        {
-            "stored GB": rows["stored_bytes"] / 1e9,
-            "MB/s in": rows["bytes_in_per_s"] / 1e6,
-            "broker": rows["broker"].astype(str),
-        }
-    )
+    points = live.broker_points(rows)
     fit = live.fit_line(points["stored GB"], points["MB/s in"])
     chart = alt.Chart(points).mark_circle(size=60).encode(x="stored GB:Q", y="MB/s in:Q", color="broker:N")
     if fit:
