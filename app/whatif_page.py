@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs t
 from app import ui
 from app.capacity.failure import Producer, lose_brokers, stalled_members
 from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
-from app.capacity.quota import allocate, parse_load
+from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
 from app.cluster import live_placement
 from common.placement import Assignment, assign_replicas, coordinator_partition, range_assign
@@ -59,8 +59,20 @@ def workload_inputs() -> dict:
 
 def placement_inputs() -> tuple[int, int]:
     sidebar.header("Placement (Kafka picks these at random)")
-    start = sidebar.number_input("startIndex", min_value=0, value=0, key="start_index")
-    shift = sidebar.number_input("nextReplicaShift", min_value=0, value=0, key="replica_shift")
+    start = sidebar.number_input(
+        "First broker of partition 0",
+        min_value=0,
+        value=0,
+        key="start_index",
+        help="The index into the broker list of partition 0's first replica (Kafka's startIndex).",
+    )
+    shift = sidebar.number_input(
+        "Follower offset",
+        min_value=0,
+        value=0,
+        key="replica_shift",
+        help="How far after the first replica the followers start (Kafka's nextReplicaShift).",
+    )
     return start, shift
 
 
@@ -177,12 +189,25 @@ def show_group(wl: Workload) -> None:
     st.markdown(f"**Coordinator** — the leader of `__consumer_offsets` partition **{partition}**")
 
 
+QUOTA_EXAMPLE = [(4, 60.0), (4, 20.0), (4, 10.0)]  # (partitions, traffic MB/s) of brokers 0, 1, 2
+
+
 def show_quota() -> None:
     limit = st.number_input("Instance limit MB/s", value=100.0, key="quota_limit")
-    label = "Brokers (ID=PARTITIONS:TRAFFIC_MBPS, comma-separated)"
-    text = st.text_input(label, "0=4:60, 1=4:20, 2=4:10", key="quota_brokers")
+    count = st.number_input("Brokers", min_value=1, max_value=50, value=len(QUOTA_EXAMPLE), key="quota_count")
+    loads = {}
+    for b in range(count):
+        partitions, traffic = QUOTA_EXAMPLE[b] if b < len(QUOTA_EXAMPLE) else (4, 10.0)
+        left, right = st.columns(2)
+        loads[b] = BrokerLoad(
+            left.number_input(
+                f"Broker {b}: partitions", min_value=0, value=partitions, key=f"quota_partitions_{b}"
+            ),
+            right.number_input(
+                f"Broker {b}: traffic MB/s", min_value=0.0, value=traffic, key=f"quota_traffic_{b}"
+            ),
+        )
     full = st.checkbox("Storage full", key="storage_full")
-    loads = dict(parse_load(part) for part in text.split(",") if part.strip())
     result = allocate(limit, loads, full)
     produce = "**blocked** (storage full; consuming goes on)" if result.produce_blocked else "allowed"
     st.markdown(f"**Rule** — {result.rule}; producing {produce}")

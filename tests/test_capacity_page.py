@@ -125,7 +125,7 @@ def test_group_sizing_shows_idle_members_and_the_coordinator_partition():
     assert "partition **30**" in markdown_after(at, "**Coordinator**")
 
 
-def test_quota_follows_ckafkas_rules_and_refuses_a_malformed_broker():
+def test_quota_follows_ckafkas_rules_from_each_brokers_inputs():
     # Shares 60/90, 20/90, 10/90: Pmin/Pmax < 0.8, so the busiest gets 100 x 2/3 and the others
     # 100 x min(P + 0.1 x 2/3, 2/3).
     at = run()
@@ -135,9 +135,16 @@ def test_quota_follows_ckafkas_rules_and_refuses_a_malformed_broker():
     )
     at.checkbox(key="storage_full").check().run()
     assert "producing **blocked**" in markdown_after(at, "**Rule**")
-    at.text_input(key="quota_brokers").input("0=four:60").run()
+    at.checkbox(key="storage_full").uncheck().run()
+    for b in (0, 1, 2):  # even traffic: shares within 80 % of each other split the limit in proportion
+        at.number_input(key=f"quota_traffic_{b}").set_value(30.0).run()
+    assert markdown_after(at, "**Rule**") == "**Rule** — proportional; producing allowed"
+    at.number_input(key="quota_count").set_value(4).run()  # a fourth broker, quieter (4 partitions, 10 MB/s)
+    assert markdown_after(at, "**Rule**") == "**Rule** — busiest plus headroom; producing allowed"
+    for b in range(4):
+        at.number_input(key=f"quota_partitions_{b}").set_value(0).run()
     assert [e.value for e in at.error] == [
-        "broker: '0=four:60': write it like 1=12:35.5 (ID=PARTITIONS:TRAFFIC_MBPS)"
+        "broker: the brokers hold no partitions — give at least one a partition count"
     ]
 
 
