@@ -123,9 +123,8 @@ class EmbeddedStack:
         self.kafka = KafkaCluster(self.run_dir / "kafka")
         self.kafka.start(progress)
         bootstrap = self.kafka.bootstrap
-        ports = {
-            name: pick_port(name) for name in ("exporter", "self-metrics", "app", "prometheus", "alertmanager")
-        }
+        names = ("exporter", "self-metrics", "app", "prometheus", "alertmanager")
+        ports = {name: pick_port(name) for name in names}
         self.app_url = f"http://{HOST}:{ports['app']}/" if self.observers else None
         sinks = {
             "run_dir": str(self.run_dir),
