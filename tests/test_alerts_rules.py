@@ -55,7 +55,7 @@ def _unit_test_evals() -> dict[str, list[bool]]:
     evals: dict[str, list[bool]] = {}
     for path in check.unit_test_files():
         for case in yaml.safe_load(path.read_text())["tests"]:
-            for ev in case["alert_rule_test"]:
+            for ev in case.get("alert_rule_test", []):
                 evals.setdefault(ev["alertname"], []).append(bool(ev.get("exp_alerts")))
     return evals
 
@@ -84,7 +84,7 @@ def test_every_alert_has_a_promtool_case_where_it_fires_and_then_clears():
         for case in yaml.safe_load(path.read_text())["tests"]:
             evals = sorted(
                 (_seconds(e["eval_time"]), e["alertname"], bool(e.get("exp_alerts")))
-                for e in case["alert_rule_test"]
+                for e in case.get("alert_rule_test", [])
             )
             for when, name, fired in evals:
                 if fired and any(n == name and not f and w > when for w, n, f in evals):
@@ -150,3 +150,11 @@ def test_kobs_alerts_check_fails_on_a_broken_rule_file(tmp_path, monkeypatch, ca
     assert main(["alerts", "check", "--quiet"]) == 1
     out = capsys.readouterr().out
     assert "FAIL promtool check rules" in out and out.strip().endswith("1 passed, 1 failed")
+
+
+def test_the_legacy_name_rules_read_only_documented_metrics():
+    for path in check.compat_rule_files():
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                read = set(re.findall(r"\b(kobs_\w+)", rule["expr"]))
+                assert read and read <= set(ALL_METRICS), (rule["record"], read)
