@@ -158,3 +158,12 @@ def test_the_legacy_name_rules_read_only_documented_metrics():
             for rule in group["rules"]:
                 read = set(re.findall(r"\b(kobs_\w+)", rule["expr"]))
                 assert read and read <= set(ALL_METRICS), (rule["record"], read)
+
+
+def test_the_migration_guide_names_every_recorded_legacy_name():
+    guide = (DOCS / "migrating.md").read_text()
+    for path in check.compat_rule_files():
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                row = next((line for line in guide.splitlines() if f"`{rule['record']}`" in line), "")
+                assert "recorded" in row, f"{rule['record']}: docs/migrating.md does not say it is recorded"
