@@ -142,7 +142,18 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         app_url = next(line.split()[-1] for line in lines if line.strip().startswith("kobs-app ("))
         with browser_page() as page:
             page.goto(app_url)
-            page.get_by_text("Collector scrapes per source").wait_for(timeout=60_000)
+            page.get_by_text("Collector scrapes per minute by source").wait_for(timeout=60_000)
+            # Every alert's runbook link opens its section in this app.
+            links = {
+                r["name"]: r["annotations"]["runbook_url"]
+                for g in rules
+                for r in g["rules"]
+                if r["type"] == "alerting"
+            }
+            assert links["KafkaProducerBlocked"] == f"{app_url}runbooks?alert=KafkaProducerBlocked"
+            assert all(url.startswith(f"{app_url}runbooks?alert=") for url in links.values())
+            page.goto(links["KafkaOfflinePartitions"])
+            page.get_by_role("heading", name="KafkaOfflinePartitions").wait_for(timeout=60_000)
         # Everything the demo started, Spark's JVM and Python workers included, listens on loopback only.
         assert not beyond_loopback(set(pids)), "listening beyond 127.0.0.1 (address, port, pid)"
     finally:  # a failed assertion must not leave the demo's servers running
