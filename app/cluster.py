@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 from common.config import Cluster, ConfigError
@@ -32,4 +33,18 @@ def live_placement(cluster: Cluster, timeout_s: float = 5.0) -> Mapping[str, Ass
         name: {p: list(meta.replicas) for p, meta in sorted(topic.partitions.items())}
         for name, topic in sorted(topics.items())
         if not name.startswith("__")
+    }
+
+
+def cluster_shape(placement: Mapping[str, Assignment]) -> dict[str, int]:
+    """The what-if's sizing inputs a live cluster's placement fixes: brokers holding replicas, partitions
+    over all topics, and the most common replication factor (ties: the larger)."""
+    replicas = [r for topic in placement.values() for r in topic.values()]
+    if not replicas:
+        raise InputError("cluster", "the cluster has no topics yet: its shape is unknown")
+    factors = Counter(len(r) for r in replicas)
+    return {
+        "brokers": len({b for r in replicas for b in r}),
+        "partitions": len(replicas),
+        "replication_factor": max(factors, key=lambda f: (factors[f], f)),
     }

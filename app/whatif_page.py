@@ -23,17 +23,53 @@ from app.capacity.failure import Producer, lose_brokers, stalled_members
 from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
-from app.cluster import live_placement
+from app.cluster import cluster_shape, live_placement
+from common.errors import InputError
 from common.placement import Assignment, assign_replicas, coordinator_partition, range_assign
 
 HW, WL, DEMAND = Hardware(), Workload(), Demand()
 sidebar = st.sidebar
 
 
+PUBLISHED = "LinkedIn's published benchmark (2014)"
+SHAPE_KEYS = {"brokers": "brokers", "partitions": "partitions", "replication_factor": "rf"}  # -> widget key
+PUBLISHED_SHAPE = {
+    "brokers": HW.brokers,
+    "partitions": WL.partitions,
+    "replication_factor": WL.replication_factor,
+}
+
+
+def start_from() -> None:
+    """A preset for the sidebar: the published benchmark's numbers, or a watched cluster's shape (brokers,
+    partitions, replication factor from its metadata; the rest stays as it is)."""
+    clusters = {f"live cluster {c.name}": c for c in ui.settings().clusters if c.bootstrap_servers}
+
+    def apply() -> None:
+        chosen = st.session_state["preset"]
+        if chosen == PUBLISHED:
+            shape = PUBLISHED_SHAPE
+        else:
+            try:
+                shape = cluster_shape(live_placement(clusters[chosen]))
+            except InputError as exc:
+                st.session_state["preset_error"] = str(exc)
+                return
+        st.session_state.pop("preset_error", None)
+        for name, key in SHAPE_KEYS.items():
+            st.session_state[key] = shape[name]
+
+    for name, key in SHAPE_KEYS.items():  # the widgets below take their values from here
+        st.session_state.setdefault(key, PUBLISHED_SHAPE[name])
+    sidebar.selectbox("Start from", [PUBLISHED, *clusters], key="preset", on_change=apply)
+    if error := st.session_state.get("preset_error"):
+        sidebar.error(error)
+
+
 def hardware_inputs() -> dict:
     sidebar.header("Hardware (per broker)")
     return {
-        "brokers": sidebar.number_input("Brokers", min_value=0, value=HW.brokers, key="brokers"),
+        "brokers": sidebar.number_input("Brokers", min_value=0, key="brokers"),
         "nic_gbps": sidebar.number_input("NIC (Gb/s)", min_value=0.0, value=HW.nic_gbps),
         "disks": sidebar.number_input("Disks", min_value=0, value=HW.disks),
         "disk_mbps": sidebar.number_input("One disk, sequential MiB/s", min_value=0.0, value=HW.disk_mbps),
@@ -48,10 +84,8 @@ def workload_inputs() -> dict:
         "message_bytes": sidebar.number_input("Message bytes", min_value=0, value=WL.message_bytes),
         "batch_bytes": sidebar.number_input("Batch bytes", min_value=0, value=WL.batch_bytes),
         "acks": sidebar.selectbox("acks", ["0", "1", "all"], index=1, key="acks"),
-        "replication_factor": sidebar.number_input(
-            "Replication factor", min_value=0, value=WL.replication_factor, key="rf"
-        ),
-        "partitions": sidebar.number_input("Partitions", min_value=0, value=WL.partitions, key="partitions"),
+        "replication_factor": sidebar.number_input("Replication factor", min_value=0, key="rf"),
+        "partitions": sidebar.number_input("Partitions", min_value=0, key="partitions"),
         "producers": sidebar.number_input("Producers", min_value=0, value=WL.producers),
         "consumers": sidebar.number_input("Consumers", min_value=0, value=WL.consumers, key="consumers"),
     }
@@ -222,6 +256,7 @@ def show_error(exc: CapacityError) -> None:
 
 def main() -> None:
     st.title("What if")
+    start_from()
     try:
         hw, wl = Hardware(**hardware_inputs()), Workload(**workload_inputs())
     except CapacityError as exc:

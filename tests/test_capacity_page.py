@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 from streamlit.testing.v1 import AppTest
 
+from app.capacity.model import Workload
+from app.cluster import cluster_shape
+from common.errors import InputError
 from peers import kafka_tools
 from peers.process import free_port
 from peers.stack import create_topic
@@ -173,6 +177,24 @@ def test_broker_failure_against_a_live_topics_placement(kafka_cluster, tmp_path,
     assert "send() blocks after 96.0 s" in markdown_after(at, "<div id='verdict'>")
 
 
+@pytest.mark.peers
+def test_the_sidebar_starts_from_a_live_clusters_shape_as_kafka_topics_describes_it(
+    kafka_cluster, tmp_path, monkeypatch
+):
+    create_topic(kafka_cluster.bootstrap, "whatif-shape", 4, replication_factor=3)
+    rows = [r for r in kafka_tools.describe_topics(kafka_cluster.bootstrap) if not r.topic.startswith("__")]
+    factors = Counter(len(r.replicas) for r in rows)
+    use_cluster(kafka_cluster.bootstrap, tmp_path, monkeypatch)
+    at = run()
+    at.selectbox(key="preset").set_value("live cluster c1").run()
+    assert not at.exception and not at.sidebar.error
+    assert at.number_input(key="brokers").value == len({b for r in rows for b in r.replicas})
+    assert at.number_input(key="partitions").value == len(rows)
+    assert at.number_input(key="rf").value == max(factors, key=lambda f: (factors[f], f))
+    at.selectbox(key="preset").set_value("LinkedIn's published benchmark (2014)").run()
+    assert at.number_input(key="partitions").value == Workload().partitions
+
+
 def test_an_unreachable_cluster_is_one_message_in_the_failure_tab(tmp_path, monkeypatch):
     address = f"127.0.0.1:{free_port()}"
     use_cluster(address, tmp_path, monkeypatch)
@@ -181,3 +203,10 @@ def test_an_unreachable_cluster_is_one_message_in_the_failure_tab(tmp_path, monk
     (error,) = at.error
     assert error.value.startswith(f"cluster: c1: no metadata from {address} (")
     assert error.value.endswith("— is the cluster reachable?")
+
+
+def test_a_clusters_shape_is_its_brokers_partitions_and_most_common_replication_factor():
+    placement = {"a": {0: [1, 2, 3], 1: [2, 3, 4]}, "b": {0: [1]}, "c": {0: [5, 1, 2], 1: [4, 5, 1]}}
+    assert cluster_shape(placement) == {"brokers": 5, "partitions": 5, "replication_factor": 3}
+    with pytest.raises(InputError, match="no topics yet"):
+        cluster_shape({})
