@@ -81,6 +81,7 @@ def partition_samples(states: Mapping[PartitionKey, PartitionState]) -> list[Sam
         labels = {"topic": topic, "partition": str(partition)}
         if state.replicas:
             samples.append(Sample(names.PARTITION_REPLICAS, labels, len(state.replicas)))
+            samples.append(Sample(names.PARTITION_PREFERRED_LEADER, labels, state.replicas[0]))
         samples += [
             Sample(names.PARTITION_ISR, labels, len(state.isr)),
             Sample(names.PARTITION_LEADER, labels, state.leader),

@@ -75,6 +75,31 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster group",
         "Estimated time to reach zero lag at the current consume and produce rates; +Inf: never.",
     ),
+    _m("kobs_consumergroup_members", "gauge", "cluster group", "Group members, as the coordinator reports."),
+    _m(
+        "kobs_consumergroup_state",
+        "gauge",
+        "cluster group state",
+        "1 for the group's state as its coordinator reports it (stable, empty, preparingrebalance, ...).",
+    ),
+    # Partitions (kafka_exporter's per-partition series; docs/migrating.md).
+    _m("kobs_partition_current_offset", "gauge", "cluster topic partition", "End offset (high watermark)."),
+    _m("kobs_partition_oldest_offset", "gauge", "cluster topic partition", "Log start offset."),
+    _m("kobs_partition_leader", "gauge", "cluster topic partition", "Leader broker id; -1 when offline."),
+    _m("kobs_partition_replicas", "gauge", "cluster topic partition", "Assigned replicas."),
+    _m("kobs_partition_in_sync_replicas", "gauge", "cluster topic partition", "Replicas in the ISR."),
+    _m(
+        "kobs_partition_under_replicated",
+        "gauge",
+        "cluster topic partition",
+        "1 while the ISR is smaller than the replica set, else 0.",
+    ),
+    _m(
+        "kobs_partition_leader_is_preferred",
+        "gauge",
+        "cluster topic partition",
+        "1 while the leader is the preferred replica (the first assigned), else 0.",
+    ),
     # Replication health, per topic.
     _m(
         "kobs_topic_under_replicated_partitions",
@@ -143,6 +168,14 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "gauge",
         "cluster broker",
         "Partitions whose ISR the broker was seen leaving and has not rejoined.",
+    ),
+    _m("kobs_broker_leader_partitions", "gauge", "cluster broker", "Partitions the broker leads."),
+    _m(
+        "kobs_broker_leader_imbalance_ratio",
+        "gauge",
+        "cluster broker",
+        "Of the partitions whose preferred leader is the broker, the share it does not lead (Kafka's "
+        "leader.imbalance.per.broker.percentage check, 10% by default).",
     ),
     _m(
         "kobs_cluster_active_controllers",

@@ -40,6 +40,7 @@ PARTITION_END_OFFSET = "kafka_partition_end_offset"
 PARTITION_REPLICAS = "kafka_partition_replicas"
 PARTITION_ISR = "kafka_partition_in_sync_replicas"
 PARTITION_LEADER = "kafka_partition_leader"  # broker id; -1 when offline
+PARTITION_PREFERRED_LEADER = "kafka_partition_preferred_leader"  # broker id: the first assigned replica
 TOPIC_MIN_ISR = "kafka_topic_min_insync_replicas"  # label: topic
 BROKER_REGISTERED = "kafka_broker_registered"  # label: broker; 1 for each broker the metadata lists
 

@@ -1,13 +1,16 @@
-"""Serving a Prometheus registry on a configured ``host:port``, with one clear line when it cannot listen."""
+"""Serving a Prometheus registry (and any WSGI apps mounted beside it) on a configured ``host:port``, with
+one clear line when it cannot listen."""
 
 from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Callable, Mapping
 from threading import Thread
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from common.config import ConfigError
 
@@ -23,14 +26,40 @@ def check_free(address: str, key: str) -> None:
             raise ConfigError(f"config error: {key} {address} {_reason(exc)}") from None
 
 
-def serve_metrics(address: str, registry: CollectorRegistry, key: str) -> tuple[WSGIServer, Thread]:
-    """Serve ``registry`` on ``/metrics`` at ``address`` (the configuration's ``key``, named in the error);
-    returns the server and its thread. ConfigError when the address is in use or cannot be bound."""
+def serve_metrics(
+    address: str, registry: CollectorRegistry, key: str, mounts: Mapping[str, Callable] | None = None
+) -> tuple[WSGIServer, Thread]:
+    """Serve ``registry`` on ``/metrics`` at ``address`` (the configuration's ``key``, named in the error),
+    and each WSGI app of ``mounts`` on the paths starting with its prefix; returns the server and its
+    thread. ConfigError when the address is in use or cannot be bound."""
+    metrics = make_wsgi_app(registry)
+    mounted = dict(mounts or {})
+
+    def app(environ: dict, start_response: Callable) -> list[bytes]:
+        path = environ.get("PATH_INFO", "")
+        chosen = next((a for prefix, a in mounted.items() if path.startswith(prefix)), metrics)
+        return chosen(environ, start_response)
+
     host, port = address.rsplit(":", 1)
+    host = host.strip("[]")
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
     try:
-        return start_http_server(int(port), host.strip("[]"), registry=registry)
+        server = make_server(host, int(port), app, Server, handler_class=_Quiet)
     except OSError as exc:
         raise ConfigError(f"config error: {key} {address} {_reason(exc)}") from None
+    thread = Thread(target=server.serve_forever, name=f"serve {address}", daemon=True)
+    thread.start()
+    return server, thread
+
+
+class _Quiet(WSGIRequestHandler):
+    """No access log on stderr: Prometheus scrapes every few seconds."""
+
+    def log_message(self, format: str, *args) -> None:
+        pass
 
 
 def _reason(exc: OSError) -> str:

@@ -199,6 +199,67 @@ CLUSTER_HEALTH = DashboardSpec(
             ),
         ),
         (
+            "Partitions and leadership",
+            (
+                Panel(
+                    "Leaders per broker",
+                    by("cluster, broker", "sum", "kobs_broker_leader_partitions", *C),
+                    "Partitions each broker leads. Leaders carry the produce and fetch traffic, so a broker "
+                    "with many more than the others is the busy one.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Leader imbalance by broker",
+                    by("cluster, broker", "max", "kobs_broker_leader_imbalance_ratio", *C),
+                    "Of the partitions whose preferred leader is the broker, the share led elsewhere. "
+                    "Kafka's controller moves leaders back when this passes "
+                    "leader.imbalance.per.broker.percentage (10%) and auto.leader.rebalance.enable is on; "
+                    "high after a restart until it does.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Partitions not led by their preferred replica, by topic",
+                    f"sum by (cluster, topic) (1 - {sel('kobs_partition_leader_is_preferred', *CT)})",
+                    "Partitions whose leader is not the first assigned replica: leadership moved after a "
+                    "broker restart or failure. 0 once a preferred leader election has run.",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+                Panel(
+                    "Replicas out of sync, by topic",
+                    f"sum by (cluster, topic) ({sel('kobs_partition_replicas', *CT)} - "
+                    f"{sel('kobs_partition_in_sync_replicas', *CT)})",
+                    "Assigned replicas missing from their partition's ISR, summed over the topic. 0 is "
+                    "healthy.",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+                Panel(
+                    "Under-replicated, by partition",
+                    by("cluster, topic, partition", "max", "kobs_partition_under_replicated", *CT),
+                    "Each partition's state over time, to see which partitions of a topic are "
+                    "under-replicated and since when.",
+                    legend="{{cluster}}/{{topic}}-{{partition}}",
+                    kind="timeline",
+                    mappings={"in sync": 0, "under-replicated": 1},
+                    colours={"in sync": "green", "under-replicated": "orange"},
+                ),
+                Panel(
+                    "Leader of each partition",
+                    by("cluster, topic, partition", "max", "kobs_partition_leader", *CT),
+                    "The broker id leading each partition: a step is a leader change, -1 is offline.",
+                    legend="{{cluster}}/{{topic}}-{{partition}}",
+                ),
+                Panel(
+                    "Messages retained by topic",
+                    f"sum by (cluster, topic) ({sel('kobs_partition_current_offset', *CT)} - "
+                    f"{sel('kobs_partition_oldest_offset', *CT)})",
+                    "End offset minus log start offset, summed over the topic's partitions: the messages "
+                    "retention still keeps (compacted topics keep fewer than this).",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+            ),
+        ),
+        (
             "ISR changes and flapping",
             (
                 Panel(
@@ -277,6 +338,20 @@ CONSUMER_LAG = DashboardSpec(
                     kind="timeline",
                     alerts=("KafkaConsumerGroupUnhealthy", "KafkaConsumerGroupCritical"),
                     mappings={k: v for k, v in GROUP_STATUS.items() if k in ("OK", "WARN", "ERR")},
+                ),
+                Panel(
+                    "Members by group",
+                    by("cluster, group", "max", "kobs_consumergroup_members", "cluster", "group"),
+                    "Consumers in each group, as its coordinator reports. A group with lag and 0 members "
+                    "has nobody consuming; a count that keeps changing is a group that keeps rebalancing.",
+                    legend="{{cluster}}/{{group}}",
+                ),
+                Panel(
+                    "Groups by state",
+                    f"count by (cluster, state) ({sel('kobs_consumergroup_state', 'cluster', 'group')})",
+                    "How many groups are in each coordinator state: Stable consumes; Empty has no members; "
+                    "PreparingRebalance and CompletingRebalance are rebalancing (no partition consumed).",
+                    legend="{{cluster}} {{state}}",
                 ),
                 Panel(
                     "Catch-up ETA",

@@ -260,6 +260,8 @@ class EmbeddedStack:
         for p in self.processes:
             where = getattr(p, "url", None) or getattr(p, "connect", None) or getattr(p, "jmx_address", "")
             rows.append((f"{p.name} (pid {p.pid})", where))
+        if self.config:
+            rows.append(("burrow-api (Burrow's v3 HTTP API)", f"http://{self.config.sinks.exporter_address}"))
         if self.pager:
             rows.append(("pager (Alertmanager webhooks)", self.pager.url))
         if self.app_url:

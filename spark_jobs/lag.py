@@ -2,7 +2,8 @@
 
 Pure (no Spark): the pipeline (``spark_jobs.pipeline``) feeds it the offsets collector's samples. History
 rows go to the ``lag`` table, one per group partition per batch; the metrics are those of the "Consumer lag"
-section of ``docs/metrics.md``.
+section of ``docs/metrics.md``, with each partition's offsets and each group's state and member count as the
+newest offsets scrape of its cluster saw them.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from operator import attrgetter
 
 import pyarrow as pa
 
 from common.metrics import DERIVED_METRICS, GROUP_STATUS
-from common.names import GROUP_COMMITTED_OFFSET
+from common.names import GROUP_COMMITTED_OFFSET, GROUP_INFO, GROUP_MEMBERS
 from spark_jobs.analysis import Derived, Evaluation, Observation
 from spark_jobs.lag_tracker import INPUT_NAMES, GroupLag, LagTracker, OffsetSample, PartitionLag
 
@@ -55,17 +57,24 @@ class LagAnalysis:
 
     table = "lag"
     history_schema = HISTORY_SCHEMA
-    inputs = frozenset(INPUT_NAMES)
+    inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS))
     settings = ()  # nothing comes from the configuration
 
     def __init__(self, window: int = 10):
         self.tracker = LagTracker(window)
+        self.groups: dict[tuple[str, str], GroupSeen] = {}  # (cluster, group)
         self.skipped = 0  # samples without topic, partition (and group for commits) or a finite value
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({"groups": {}} | state)  # state stored before group states were kept
 
     def observe(self, observations: Iterable[Observation]) -> None:
         skipped = 0
         for o in observations:
             labels = o.labels
+            if o.name in (GROUP_INFO, GROUP_MEMBERS):
+                skipped += not self._group(o)
+                continue
             topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
             if (
                 topic is None
@@ -81,12 +90,62 @@ class LagAnalysis:
             self.skipped += skipped
             log.warning("lag: skipped %d offset samples without topic/partition/group or not finite", skipped)
 
+    def _group(self, o: Observation) -> bool:
+        """Take a group's state or member count; False when it lacks its labels or a finite value."""
+        group = o.labels.get("group")
+        if group is None or o.value is None or not math.isfinite(o.value):
+            return False
+        seen = self.groups.get((o.cluster, group))
+        if seen is None or seen.t_s < o.t_s:
+            seen = self.groups[o.cluster, group] = GroupSeen(o.t_s)
+        if o.name == GROUP_MEMBERS:
+            seen.members = int(o.value)
+        elif "state" in o.labels:
+            seen.state = o.labels["state"]
+        else:
+            return False
+        return True
+
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()
         return Evaluation(
             history=[vars(p) for p in report.partitions],  # flat and frozen: no copy needed
-            metrics=[*_derived(PARTITION_GAUGES, report.partitions), *_derived(GROUP_GAUGES, report.groups)],
+            metrics=[
+                *_derived(PARTITION_GAUGES, report.partitions),
+                *_derived(GROUP_GAUGES, report.groups),
+                *self._offsets(),
+                *self._group_series(),
+            ],
         )
+
+    def _offsets(self) -> Iterable[Derived]:
+        for cluster, topic, partition, start, end in self.tracker.partition_offsets():
+            labels = (cluster, topic, partition)
+            yield Derived("kobs_partition_current_offset", labels, end)
+            if start is not None:
+                yield Derived("kobs_partition_oldest_offset", labels, start)
+
+    def _group_series(self) -> Iterable[Derived]:
+        """State and members of the groups in their cluster's newest scrape (a deleted group leaves)."""
+        newest: dict[str, float] = {}
+        for (cluster, _), seen in self.groups.items():
+            newest[cluster] = max(newest.get(cluster, -math.inf), seen.t_s)
+        for (cluster, group), seen in sorted(self.groups.items()):
+            if seen.t_s < newest[cluster]:
+                continue
+            if seen.state is not None:
+                yield Derived("kobs_consumergroup_state", (cluster, group, seen.state), 1.0)
+            if seen.members is not None:
+                yield Derived("kobs_consumergroup_members", (cluster, group), seen.members)
+
+
+@dataclass
+class GroupSeen:
+    """A group as one offsets scrape described it (the Admin API's DescribeConsumerGroups)."""
+
+    t_s: float
+    state: str | None = None
+    members: int | None = None
 
 
 def _derived(gauges: dict[str, Callable], items: tuple) -> Iterable[Derived]:

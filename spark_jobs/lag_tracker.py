@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from common import names
 from spark_jobs.lag_status import (
+    Commit,
     catch_up_eta_s,
     group_status,
     lag_seconds,
@@ -59,6 +60,11 @@ class PartitionLag:
     status: str  # Burrow partition status: OK, WARN, STOP, STALL or REWIND
     consume_per_s: float | None  # committed-offset and end-offset rates over the window; None: unknown
     produce_per_s: float | None
+    # Burrow's view of the window (its HTTP API; not in the Parquet history): the oldest and newest commit
+    # in it, and how full it is (commits in it / the window's size).
+    start: Commit
+    end: Commit
+    complete: float
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,18 @@ class LagTracker:
         )
         return LagReport(partitions, _groups(partitions))
 
+    def partition_offsets(self) -> list[tuple[str, str, str, int | None, int]]:
+        """(cluster, topic, partition, log start offset or None, end offset) of every partition in its
+        cluster's newest end-offsets scrape (a deleted partition leaves with the scrape after it)."""
+        newest: dict[str, float] = {}
+        for (cluster, _, _), ends in self._ends.items():
+            newest[cluster] = max(newest.get(cluster, -math.inf), ends.points[-1][0])
+        return [
+            (*key, starts.last if (starts := self._starts.get(key)) else None, ends.last)
+            for key, ends in sorted(self._ends.items())
+            if ends.points[-1][0] == newest[key[0]]
+        ]
+
     def _partition(self, key: tuple[str, str, str, str], commits: Window, ends: Window) -> PartitionLag:
         cluster, group, topic, partition = key
         now_s = self._now[cluster]
@@ -152,7 +170,8 @@ class LagTracker:
         return PartitionLag(
             cluster, group, topic, partition, now_s, committed, end, lag,
             lag_seconds(committed, ends.points, now_s), lost, status,
-            rate_per_s(commits.points), rate_per_s(ends.points),
+            rate_per_s(commits.points), rate_per_s(ends.points), history[0], history[-1],
+            len(history) / self.window,
         )  # fmt: skip
 
 

@@ -64,6 +64,10 @@ class Pipeline:
     def inputs(self) -> frozenset[str]:
         return frozenset(self.tables)
 
+    def latest_history(self, table: str) -> dict[str | None, list[dict]]:
+        """Cluster -> the history rows of ``table``'s latest evaluation (what the Burrow API answers from)."""
+        return {key[1]: e.history for key, e in list(self.evaluations.items()) if key[0] == table}
+
     def feed(self, batch: Iterable[Observation], stats: BatchStats, batch_id: int, started_s: float) -> None:
         """The one-process path: advance every key ``batch`` feeds in this process, then :meth:`record`."""
         self._resume(batch_id)

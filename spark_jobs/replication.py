@@ -42,7 +42,9 @@ from spark_jobs.isr_ledger import IsrLedger
 
 log = logging.getLogger(__name__)
 
-PARTITION_INPUTS = (names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER)
+PARTITION_INPUTS = (
+    names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER, names.PARTITION_PREFERRED_LEADER,
+)  # fmt: skip
 BROKER_INPUTS = (
     names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS, names.BROKER_REGISTERED,
 )  # fmt: skip
@@ -79,6 +81,7 @@ class _Partition:
     replicas: int | None = None
     isr: int | None = None
     leader: int | None = None
+    preferred: int | None = None  # the first assigned replica
     since: dict[str, float] = field(default_factory=dict)  # state -> first scrape that saw it
 
 
@@ -161,8 +164,10 @@ class ReplicationAnalysis:
                 p.replicas = value
             elif o.name == names.PARTITION_ISR:
                 p.isr = value
-            else:
+            elif o.name == names.PARTITION_LEADER:
                 p.leader = value
+            else:
+                p.preferred = value
             return key
         if o.name == names.TOPIC_MIN_ISR:
             if "topic" not in o.labels:
@@ -246,6 +251,7 @@ class ReplicationAnalysis:
             starts = [p.since[state] for _, p in parts if state in p.since]
             row[state], row[f"{state}_s"] = len(starts), max((now - s for s in starts), default=0.0)
         for partition, p in parts:
+            out += _partition_series((name, topic, partition), p)
             if p.since:
                 rows.append(
                     _row(name, now, "partition", topic=topic, partition=partition)
@@ -268,17 +274,37 @@ class ReplicationAnalysis:
 
     def _brokers(self, name: str, cluster: _Cluster, out: list) -> list[dict[str, Any]]:
         out_of_isr = Counter(str(broker) for c, broker, _, _ in self.ledger.out_of_isr() if c == name)
+        leads, imbalance = self._leadership(name)
         rows = []
         known = set(cluster.broker_seen_s) | set(cluster.registered)
         for broker in sorted(known | cluster.isr_brokers, key=_broker_order):
+            labels = (name, broker)
             row = _row(name, cluster.now_s, "broker", broker=broker)
             row["out_of_isr"] = out_of_isr[broker]
-            out.append(Derived("kobs_broker_out_of_isr_partitions", (name, broker), row["out_of_isr"]))
+            out.append(Derived("kobs_broker_out_of_isr_partitions", labels, row["out_of_isr"]))
             if broker in known:
                 row["up"] = self._up(cluster, broker)
-                out.append(Derived("kobs_broker_up", (name, broker), float(row["up"])))
+                out.append(Derived("kobs_broker_up", labels, float(row["up"])))
+            out.append(Derived("kobs_broker_leader_partitions", labels, leads[broker]))
+            if broker in imbalance:
+                out.append(Derived("kobs_broker_leader_imbalance_ratio", labels, imbalance[broker]))
             rows.append(row)
         return rows
+
+    def _leadership(self, name: str) -> tuple[Counter, dict[str, float]]:
+        """Per broker of cluster ``name``: the partitions it leads, and Kafka's leader imbalance ratio (the
+        controller's ``leader.imbalance.per.broker.percentage`` check): of the partitions whose preferred
+        leader it is, the share it does not lead."""
+        leads, preferred, elsewhere = Counter(), Counter(), Counter()
+        for (cluster, _, _), p in self.partitions.items():
+            if cluster != name or p.leader is None:
+                continue
+            if p.leader >= 0:
+                leads[str(p.leader)] += 1
+            if p.preferred is not None:
+                preferred[str(p.preferred)] += 1
+                elsewhere[str(p.preferred)] += p.leader != p.preferred
+        return leads, {broker: elsewhere[broker] / count for broker, count in preferred.items()}
 
     def _up(self, cluster: _Cluster, broker: str) -> bool:
         """Listed by the newest metadata scrape, while there are recent ones (the cluster's own word: a
@@ -309,6 +335,20 @@ class ReplicationAnalysis:
         row["unclean_elections"] = max(cluster.unclean_from_counters, cluster.unclean_from_events)
         out.append(Derived("kobs_unclean_leader_elections_total", (name,), row["unclean_elections"]))
         return row
+
+
+def _partition_series(labels: tuple[str, str, str], p: _Partition) -> list[Derived]:
+    """The partition's own series, named after kafka_exporter's (docs/migrating.md); unknown ones left out."""
+    out = [
+        Derived(f"kobs_partition_{name}", labels, value)
+        for name, value in (("leader", p.leader), ("replicas", p.replicas), ("in_sync_replicas", p.isr))
+        if value is not None
+    ]
+    if p.replicas is not None and p.isr is not None:
+        out.append(Derived("kobs_partition_under_replicated", labels, float(p.isr < p.replicas)))
+    if p.preferred is not None and p.leader is not None:
+        out.append(Derived("kobs_partition_leader_is_preferred", labels, float(p.leader == p.preferred)))
+    return out
 
 
 def _row(cluster: str, at_s: float, scope: str, **labels: str) -> dict[str, Any]:

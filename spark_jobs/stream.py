@@ -30,6 +30,7 @@ from common import jars
 from common.config import Config, ConfigError
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
+from spark_jobs.burrow import BurrowApi
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
@@ -74,6 +75,11 @@ def pipeline(config: Config) -> Pipeline:
         config.sinks.checkpoint_dir / QUERY / "analyses",
         query=QUERY,
     )
+
+
+def burrow_api(config: Config, jobs: Pipeline) -> BurrowApi:
+    """Burrow's HTTP API over the configured clusters and the lag analysis's latest rows."""
+    return BurrowApi([c.name for c in config.clusters], lambda: jobs.latest_history(LagAnalysis.table))
 
 
 def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stream") -> SparkSession:
@@ -161,12 +167,14 @@ def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]
 
 
 @contextmanager
-def exporter(address: str, *collectors: Collector) -> Iterator[None]:
-    """Serve ``collectors`` on ``host:port`` (their own registry, not the process-wide one) until exit."""
+def exporter(address: str, *collectors: Collector, api: BurrowApi | None = None) -> Iterator[None]:
+    """Serve ``collectors`` on ``host:port`` (their own registry, not the process-wide one), and ``api``
+    beside them on Burrow's paths, until exit."""
     registry = CollectorRegistry()
     for collector in collectors:
         registry.register(collector)
-    server, thread = serve_metrics(address, registry, "sinks.exporter_address")
+    mounts = dict.fromkeys(api.prefixes, api) if api else {}
+    server, thread = serve_metrics(address, registry, "sinks.exporter_address", mounts)
     try:
         yield
     finally:
@@ -199,8 +207,10 @@ def run_stream(
     stop = stop or threading.Event()
     jobs = pipeline(config)
     served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
-    with exporter(config.sinks.exporter_address, served):  # a taken address fails before Spark starts
-        print(f"kobs stream: metrics on http://{config.sinks.exporter_address}/metrics", flush=True)
+    address = config.sinks.exporter_address
+    with exporter(address, served, api=burrow_api(config, jobs)):  # a taken address fails before Spark
+        where = f"metrics on http://{address}/metrics, Burrow's API on http://{address}/v3/kafka"
+        print(f"kobs stream: {where}", flush=True)
         spark = spark_session(master, ui_port)
         try:
             return run_queries(spark, config, jobs, trigger_s, available_now, stop)

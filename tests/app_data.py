@@ -39,6 +39,7 @@ SERIES = {
     ],
     "kobs_consumergroup_lag_seconds": by("group", {"billing": 1800, "analytics": 0}),
     "kobs_consumergroup_catchup_eta_seconds": by("group", {"billing": math.inf, "analytics": 0}),
+    "kobs_consumergroup_members": by("group", {"billing": 0, "analytics": 3}),  # billing: nobody consumes
     "kobs_producer_blocked": by("client_id", {"web": 1, "batch": 0, "etl": 0}),
     "kobs_producer_time_to_block_seconds": by("client_id", {"web": 0, "batch": 120, "etl": math.inf}),
     "kobs_producer_buffer_utilization_ratio": by("client_id", {"web": 1.0, "batch": 0.6, "etl": 0.1}),

@@ -26,6 +26,7 @@ LABEL_VALUES = {
     "query": "lag",
     "source": "jmx/broker-1",
     "bound": "max_series",
+    "state": "stable",
 }
 
 # A healthy cluster: no alert rule may fire on these values.
@@ -33,6 +34,15 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_consumergroup_critical": 1,
     "kobs_topic_replication_factor": 3,
     "kobs_broker_up": 1,
+    "kobs_partition_replicas": 3,
+    "kobs_partition_in_sync_replicas": 3,
+    "kobs_partition_leader": 1,
+    "kobs_partition_leader_is_preferred": 1,
+    "kobs_partition_current_offset": 1200,
+    "kobs_partition_oldest_offset": 200,
+    "kobs_broker_leader_partitions": 4,
+    "kobs_consumergroup_members": 2,
+    "kobs_consumergroup_state": 1,
     "kobs_cluster_active_controllers": 1,
     "kobs_broker_disk_runway_days": math.inf,
     "kobs_producer_time_to_block_seconds": math.inf,

@@ -1,9 +1,12 @@
 """Test helper: contract batches on a fresh topic of the real broker → one ``available_now`` run of the
-streaming query on the given SparkSession → the derived exporter's page, scraped before it stops."""
+streaming query on the given SparkSession → the derived exporter's page (and Burrow's API), read before
+they stop."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -16,7 +19,7 @@ from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION
 from peers.process import free_port
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.pipeline import DerivedCollector
-from spark_jobs.stream import exporter, pipeline, start_query
+from spark_jobs.stream import burrow_api, exporter, pipeline, start_query
 
 
 def produce(bootstrap: str, topic: str, batches: list[Batch | bytes]) -> None:
@@ -64,12 +67,20 @@ def run_once(spark: SparkSession, bootstrap: str, batches: list[Batch], run_dir:
     return run_available_now(spark, config)
 
 
-def run_available_now(spark: SparkSession, config: Config) -> dict[tuple[str, tuple], float]:
-    """Run the query over everything on ``config``'s metrics topic and scrape the exporter."""
+@contextmanager
+def served_after_run(spark: SparkSession, config: Config) -> Iterator[str]:
+    """Run the query over everything on ``config``'s metrics topic; yields the base URL of the exporter and
+    Burrow's API, which serve the outcome until the block ends."""
     jobs = pipeline(config)
     collector = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
-    with exporter(config.sinks.exporter_address, collector):
+    with exporter(config.sinks.exporter_address, collector, api=burrow_api(config, jobs)):
         query = start_query(spark, config, jobs, available_now=True)
         query.awaitTermination(120)
         assert query.exception() is None
-        return scrape(f"http://{config.sinks.exporter_address}/metrics")
+        yield f"http://{config.sinks.exporter_address}"
+
+
+def run_available_now(spark: SparkSession, config: Config) -> dict[tuple[str, tuple], float]:
+    """Run the query over everything on ``config``'s metrics topic and scrape the exporter."""
+    with served_after_run(spark, config) as url:
+        return scrape(f"{url}/metrics")

@@ -287,7 +287,7 @@ def test_a_lost_connection_is_counted_as_zookeeper_disconnected_and_watches_come
         source = ZooKeeperIsrSource("zk", own.connect, timeout_s=4).start()  # full reads every 30 s
         try:
             first = source.collect()
-            assert first.errors == [] and len(first.batch.samples) == 3
+            assert first.errors == [] and len(first.batch.samples) == 4  # replicas, preferred, ISR, leader
             own.stop()
             scrape, deadline = first, time.monotonic() + 15
             while not scrape.errors and time.monotonic() < deadline:
@@ -303,7 +303,7 @@ def test_a_lost_connection_is_counted_as_zookeeper_disconnected_and_watches_come
             while (back.errors or not back.batch.samples) and time.monotonic() < deadline:
                 back = source.collect()
                 time.sleep(0.1)
-            assert back.errors == [] and len(back.batch.samples) == 3
+            assert back.errors == [] and len(back.batch.samples) == 4
             write(lambda w: w.set("/brokers/topics/orders/partitions/0/state", _state(1, [1], 0)))
             events, _ = _events_until(source, 1)
             assert _isr(events) == [("orders", 0, [1, 2], [1], 1, 0, "shrink")]

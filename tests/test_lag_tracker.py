@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+import pickle
 
 import pytest
 
-from common.names import GROUP_COMMITTED_OFFSET, PARTITION_END_OFFSET, PARTITION_START_OFFSET
+from common.names import (
+    GROUP_COMMITTED_OFFSET,
+    GROUP_INFO,
+    GROUP_MEMBERS,
+    PARTITION_END_OFFSET,
+    PARTITION_START_OFFSET,
+)
 from spark_jobs.analysis import Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample
@@ -123,3 +130,68 @@ def test_the_analysis_skips_and_counts_malformed_samples_instead_of_failing():
     assert (mixed.skipped, clean.skipped) == (3, 0)
     [row] = mixed.evaluate().history
     assert (row["lag_messages"], row["at_s"]) == (60, 10.0)  # the bad samples moved neither lag nor "now"
+
+
+def group_sample(name, t_s, group, value, cluster="c", **labels) -> Observation:
+    return Observation(name, cluster, "admin/offsets", {"group": group, **labels}, t_s, value, None)
+
+
+def test_groups_state_and_members_are_the_newest_scrapes_and_a_deleted_group_leaves():
+    analysis = LagAnalysis()
+    analysis.observe([
+        group_sample(GROUP_INFO, 10, "billing", 1, state="stable"),
+        group_sample(GROUP_MEMBERS, 10, "billing", 3),
+        group_sample(GROUP_INFO, 10, "audit", 1, state="empty"),
+        group_sample(GROUP_MEMBERS, 10, "audit", 0),
+    ])  # fmt: skip
+    series = {(n, labels): v for n, labels, v in analysis.evaluate().metrics}
+    assert series == {
+        ("kobs_consumergroup_state", ("c", "audit", "empty")): 1,
+        ("kobs_consumergroup_members", ("c", "audit")): 0,
+        ("kobs_consumergroup_state", ("c", "billing", "stable")): 1,
+        ("kobs_consumergroup_members", ("c", "billing")): 3,
+    }  # fmt: skip
+    # the next scrape: billing rebalances with one member fewer; audit was deleted
+    analysis.observe([
+        group_sample(GROUP_INFO, 20, "billing", 1, state="preparingrebalance"),
+        group_sample(GROUP_MEMBERS, 20, "billing", 2),
+    ])  # fmt: skip
+    series = {(n, labels): v for n, labels, v in analysis.evaluate().metrics}
+    assert series == {
+        ("kobs_consumergroup_state", ("c", "billing", "preparingrebalance")): 1,
+        ("kobs_consumergroup_members", ("c", "billing")): 2,
+    }
+
+
+def test_partition_offsets_are_the_newest_scrapes_end_and_log_start():
+    analysis = LagAnalysis()
+    offsets = [
+        Observation(name, "c", "admin/offsets", {"topic": "orders", "partition": p}, t_s, value, None)
+        for t_s, p, name, value in [
+            (10, "0", PARTITION_START_OFFSET, 5), (10, "0", PARTITION_END_OFFSET, 40),
+            (10, "1", PARTITION_END_OFFSET, 7), (20, "0", PARTITION_END_OFFSET, 55),
+        ]
+    ]  # fmt: skip
+    analysis.observe(offsets)
+    series = {(n, labels): v for n, labels, v in analysis.evaluate().metrics}
+    # orders-1 was not in the newest scrape (20 s): deleted, it has no series
+    assert series == {
+        ("kobs_partition_current_offset", ("c", "orders", "0")): 55,
+        ("kobs_partition_oldest_offset", ("c", "orders", "0")): 5,
+    }
+
+
+def test_a_state_stored_before_groups_were_kept_reads_back():
+    old = LagAnalysis()
+    del old.groups  # as pickled by the previous version
+    restored = pickle.loads(pickle.dumps(old))
+    restored.observe([group_sample(GROUP_MEMBERS, 10, "billing", 3)])
+    assert ("kobs_consumergroup_members", ("c", "billing"), 3) in restored.evaluate().metrics
+
+
+def test_burrows_window_of_a_partition_is_its_oldest_and_newest_commit_and_how_full_it_is():
+    tracker = LagTracker(window=4)
+    feed(tracker, **GROWING)
+    (p,) = tracker.evaluate().partitions
+    # (offset, seen at ms, lag then): 100 - 50 at 10 s and 300 - 190 at 30 s; 3 of 4 commits held
+    assert (p.start, p.end, p.complete) == ((50, 10_000, 50), (190, 30_000, 110), 3 / 4)

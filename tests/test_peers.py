@@ -154,6 +154,9 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
             assert all(url.startswith(f"{app_url}runbooks?alert=") for url in links.values())
             page.goto(links["KafkaOfflinePartitions"])
             page.get_by_role("heading", name="KafkaOfflinePartitions").wait_for(timeout=60_000)
+        # Burrow's API, at the base URL a Burrow client is given, lists the demo's cluster.
+        burrow_url = next(line.split()[-1] for line in lines if line.strip().startswith("burrow-api"))
+        assert "demo" in http_json(f"{burrow_url}/v3/kafka")["clusters"]
         # Everything the demo started, Spark's JVM and Python workers included, listens on loopback only.
         assert not beyond_loopback(set(pids)), "listening beyond 127.0.0.1 (address, port, pid)"
     finally:  # a failed assertion must not leave the demo's servers running

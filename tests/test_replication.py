@@ -259,3 +259,39 @@ def test_state_survives_a_snapshot():
     for a in (analysis, restored):
         a.observe(metadata(30, "orders", {0: (3, 1, 1)}))
     assert metrics(restored) == metrics(analysis)
+
+
+def test_each_partition_has_its_own_series_and_each_broker_kafkas_leader_imbalance():
+    # orders-0 led by its preferred replica 1; orders-1 by 3 though 2 is preferred, one replica out of
+    # sync; orders-2 offline, its preferred replica 3. Brokers 1-3 registered.
+    analysis = ReplicationAnalysis()
+    scrape = metadata(10, "orders", {0: (3, 3, 1), 1: (3, 2, 3), 2: (3, 0, -1)})
+    preferred = {0: 1, 1: 2, 2: 3}
+    scrape += [
+        Observation(names.PARTITION_PREFERRED_LEADER, "c", "admin/metadata",
+                    {"topic": "orders", "partition": str(p)}, 10, b, None)
+        for p, b in preferred.items()
+    ]  # fmt: skip
+    scrape += [
+        Observation(names.BROKER_REGISTERED, "c", "admin/metadata", {"broker": str(b)}, 10, 1, None)
+        for b in (1, 2, 3)
+    ]
+    analysis.observe(scrape)
+    m = metrics(analysis)
+
+    def series(name):
+        return {labels[-1]: value for (n, labels), value in m.items() if n == name}
+
+    assert series("kobs_partition_leader") == {"0": 1, "1": 3, "2": -1}
+    assert series("kobs_partition_replicas") == {"0": 3, "1": 3, "2": 3}
+    assert series("kobs_partition_in_sync_replicas") == {"0": 3, "1": 2, "2": 0}
+    assert series("kobs_partition_under_replicated") == {"0": 0, "1": 1, "2": 1}
+    assert series("kobs_partition_leader_is_preferred") == {"0": 1, "1": 0, "2": 0}
+    assert series("kobs_broker_leader_partitions") == {"1": 1, "2": 0, "3": 1}
+    # Kafka's controller: of the partitions a broker is preferred leader of, the share it does not lead
+    assert series("kobs_broker_leader_imbalance_ratio") == {"1": 0.0, "2": 1.0, "3": 1.0}
+    # a preferred leader election (kafka-leader-election --election-type PREFERRED) puts 2 back on orders-1
+    analysis.observe(metadata(20, "orders", {0: (3, 3, 1), 1: (3, 3, 2), 2: (3, 0, -1)}))
+    m = metrics(analysis)
+    assert series("kobs_broker_leader_imbalance_ratio")["2"] == 0.0
+    assert series("kobs_partition_leader_is_preferred")["1"] == 1

@@ -1,5 +1,5 @@
-"""Consumer lag per group: status, messages, seconds and catch-up ETA now (Prometheus), the lag over time
-and each partition of a group (the lag job's Parquet history)."""
+"""Consumer lag per group: status, messages, seconds, catch-up ETA and members now (Prometheus), the lag
+over time and each partition of a group (the lag job's Parquet history)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ GROUP_QUERIES = {
     "lag (seconds)": "max by (cluster, group) (kobs_consumergroup_lag_seconds)",
     "eta_s": "max by (cluster, group) (kobs_consumergroup_catchup_eta_seconds)",
     "critical": "max by (cluster, group) (kobs_consumergroup_critical)",
+    "members": "max by (cluster, group) (kobs_consumergroup_members)",
 }
 HISTORY_BATCHES = 720  # newest lag batches read for the timeline
 
