@@ -46,6 +46,40 @@ def duration_text(seconds: float | None) -> str:
     return f"{seconds:.0f} s"
 
 
+def latency_text(seconds: float | None) -> str:
+    """A latency for people: milliseconds under a second, else as :func:`duration_text`."""
+    if seconds is not None and 0 <= seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return duration_text(seconds)
+
+
+# The canary per cluster and broker (the broker its partition is meant to be led by): messages read back and
+# lost over KafkaCanaryUnavailable's window, and the 99th percentile latencies over 5 minutes.
+CANARY_QUERIES = {
+    "read back": "sum by (cluster, broker) (increase(kobs_canary_messages_received_total[2m]))",
+    "lost": "sum by (cluster, broker) (increase(kobs_canary_messages_lost_total[2m]))",
+    "end-to-end p99": "histogram_quantile(0.99, sum by (cluster, broker, le) "
+    "(rate(kobs_canary_end_to_end_latency_seconds_bucket[5m])))",
+    "produce p99": "histogram_quantile(0.99, sum by (cluster, broker, le) "
+    "(rate(kobs_canary_produce_latency_seconds_bucket[5m])))",
+}
+
+
+def canary_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per cluster and broker: the share of the canary's messages read back in the last 2 minutes (NaN
+    before any was due), the messages lost, latencies in words; brokers losing messages first."""
+    table = wide(frames, ["cluster", "broker"])
+    read, lost = table["read back"].fillna(0), table["lost"].fillna(0)
+    table["delivered"] = (read / (read + lost)).where(read + lost > 0)
+    table["lost"] = lost.round().astype(int)
+    for name in ("end-to-end p99", "produce p99"):
+        table[name] = table[name].map(lambda s: latency_text(None if pd.isna(s) else s))
+    table = table.sort_values(["lost", "cluster", "broker"], ascending=[False, True, True])
+    return table[["cluster", "broker", "delivered", "lost", "end-to-end p99", "produce p99"]].reset_index(
+        drop=True
+    )
+
+
 def wide(frames: Mapping[str, pd.DataFrame], keys: Sequence[str]) -> pd.DataFrame:
     """Instant-query frames joined on ``keys``: one column per name, holding each frame's ``value``."""
     joined: pd.DataFrame | None = None

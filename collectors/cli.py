@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from collectors.canary import start_canaries
 from collectors.jmx import tune_query_jvms
 from collectors.publisher import Publisher, PublisherStats
 from collectors.scheduler import Job, Scheduler, build_jobs
@@ -37,6 +38,7 @@ from common.serving import check_free
 log = logging.getLogger(__name__)
 
 FLUSH_S = 10.0  # how long the exit waits for Kafka before leaving the rest in the spool
+CANARY_STOP_S = 2.0  # how long the exit waits for each canary to close its clients
 ERROR_WIDTH = 120
 # A scrape allocates hundreds of thousands of samples, dicts and client objects that live until published;
 # Python's default (a young-generation collection every 700 allocations) spent about a quarter of the
@@ -132,9 +134,12 @@ def _collect(config: Config, once: bool, restarts: int = 0, stop: threading.Even
         print(f"kobs collect: {exc}", file=sys.stderr)
         return 2
     log.info("collecting %d sources; self-metrics on %s", len(jobs), config.sinks.self_metrics_address)
+    canaries = start_canaries(config.clusters, metrics.registry, stop)
     try:
         scheduler.run(stop)
     finally:
+        for canary in canaries:
+            canary.thread.join(CANARY_STOP_S)
         server.shutdown()
         delivered = publisher.close(FLUSH_S)
     log.info("stopped; %s", _totals(publisher.stats, delivered))

@@ -169,6 +169,17 @@ class ProducerEndpoint(_Model):
         return self
 
 
+class Canary(_Model):
+    """The cluster's end-to-end canary (``collectors/canary.py``): one message to each of its partitions,
+    one led by each broker, every ``interval_s``; a message not read back within ``timeout_s`` is lost."""
+
+    enabled: bool = True
+    topic: Annotated[str, Field(pattern=r"^[A-Za-z0-9._-]{1,249}$")] = "kobs-canary"
+    interval_s: Seconds = 1.0
+    timeout_s: Seconds = 10.0
+    replication_factor: int | None = Field(default=None, ge=1)  # None: 3, or fewer brokers if fewer
+
+
 class Cluster(_Model):
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
     bootstrap_servers: Servers | None = None  # None: no Admin API access (offsets, metadata) to this cluster
@@ -183,6 +194,7 @@ class Cluster(_Model):
     producers: list[ProducerEndpoint] = []
     broker_disk_bytes: int | None = Field(default=None, gt=0)  # each broker's log.dirs capacity, for runway
     exporter_names: Annotated[dict[str, str], AfterValidator(_exporter_names)] = {}
+    canary: Canary = Canary()  # runs only with bootstrap_servers
 
     @model_validator(mode="after")
     def _zookeeper_for_zookeeper_mode(self) -> Cluster:

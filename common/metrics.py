@@ -332,6 +332,39 @@ COLLECTOR_METRICS: tuple[Metric, ...] = (
         "",
         "Times the collector died of a crash and kobs collect started it again.",
     ),
+    # The end-to-end canary (collectors/canary.py); broker: the partition's preferred leader.
+    _m("kobs_canary_messages_sent_total", "counter", "cluster partition broker", "Canary messages produced."),
+    _m(
+        "kobs_canary_messages_acked_total",
+        "counter",
+        "cluster partition broker",
+        "Canary messages acknowledged by all in-sync replicas (acks=all).",
+    ),
+    _m(
+        "kobs_canary_messages_received_total",
+        "counter",
+        "cluster partition broker",
+        "Canary messages read back within timeout_s.",
+    ),
+    _m(
+        "kobs_canary_messages_lost_total",
+        "counter",
+        "cluster partition broker",
+        "Canary messages not read back within timeout_s.",
+    ),
+    _m(
+        "kobs_canary_produce_latency_seconds",
+        "histogram",
+        "cluster partition broker",
+        "From produce to the acknowledgement of all in-sync replicas.",
+    ),
+    _m(
+        "kobs_canary_end_to_end_latency_seconds",
+        "histogram",
+        "cluster partition broker",
+        "From produce to the message read back by the canary's consumer.",
+    ),
+    _m("kobs_canary_errors_total", "counter", "cluster reason", "Canary problems (topic setup, clients)."),
 )
 
 ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}

@@ -56,6 +56,10 @@ def rate(labels: str, metric: str, *variables: str) -> str:
     return f"sum by ({labels}) (rate({sel(metric, *variables)}[$__rate_interval]))"
 
 
+def increase(labels: str, metric: str, window: str, *variables: str) -> str:
+    return f"sum by ({labels}) (increase({sel(metric, *variables)}[{window}]))"
+
+
 # Partition states the jobs time per topic: metric infix, words for the panel title, the rule that pages.
 PARTITION_STATES = (
     ("under_replicated", "under-replicated", "KafkaUnderReplicatedPartitions"),
@@ -74,6 +78,10 @@ C, CT, CG, CP = ("cluster",), ("cluster", "topic"), ("cluster", "group", "topic"
 # Every watched cluster has sources, whatever it is watched through (JMX, an exporter or the Admin API only).
 CLUSTERS = Variable("cluster", "kobs_source_last_seen_timestamp_seconds")
 TOPICS = Variable("topic", "kobs_topic_replication_factor")  # from metadata: every topic of every cluster
+
+# The canary's messages read back and lost per broker over KafkaCanaryUnavailable's window.
+CANARY_RECEIVED = increase("cluster, broker", "kobs_canary_messages_received_total", "2m", *C)
+CANARY_LOST = increase("cluster, broker", "kobs_canary_messages_lost_total", "2m", *C)
 
 CLUSTER_HEALTH = DashboardSpec(
     "kobs-cluster-health",
@@ -256,6 +264,55 @@ CLUSTER_HEALTH = DashboardSpec(
                     "End offset minus log start offset, summed over the topic's partitions: the messages "
                     "retention still keeps (compacted topics keep fewer than this).",
                     legend="{{cluster}}/{{topic}}",
+                ),
+            ),
+        ),
+        (
+            "End-to-end canary",
+            (
+                Panel(
+                    "Canary availability by broker",
+                    f"{CANARY_RECEIVED} / ({CANARY_RECEIVED} + {CANARY_LOST})",
+                    "Share of the canary's messages to the partition each broker should lead that were read "
+                    "back in time, over 2 minutes: what a client of that broker sees. Under 99% pages.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaCanaryUnavailable",),
+                ),
+                Panel(
+                    "Canary end-to-end latency (99th percentile) by broker",
+                    "histogram_quantile(0.99, sum by (cluster, broker, le) (rate("
+                    f"{sel('kobs_canary_end_to_end_latency_seconds_bucket', *C)}[$__rate_interval])))",
+                    "From produce (acks=all) to the message read back, per broker's partition. Over 1 s for "
+                    "10 minutes raises a ticket.",
+                    unit="s",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaCanaryLatencyOverSlo",),
+                ),
+                Panel(
+                    "Canary produce latency (99th percentile) by broker",
+                    "histogram_quantile(0.99, sum by (cluster, broker, le) (rate("
+                    f"{sel('kobs_canary_produce_latency_seconds_bucket', *C)}[$__rate_interval])))",
+                    "From produce to the acknowledgement of every in-sync replica: high here and not in the "
+                    "end-to-end panel points at replication (a slow follower).",
+                    unit="s",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Canary messages not acknowledged per second",
+                    f"sum by (cluster, broker) (rate({sel('kobs_canary_messages_sent_total', *C)}"
+                    "[$__rate_interval])) - sum by (cluster, broker) "
+                    f"(rate({sel('kobs_canary_messages_acked_total', *C)}[$__rate_interval]))",
+                    "Messages produced minus messages acknowledged: above 0 while a leader or its ISR cannot "
+                    "take writes.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Canary errors (last hour)",
+                    increase("cluster, reason", "kobs_canary_errors_total", "1h", *C),
+                    "The canary's own problems: topic (creating or checking its topic), session (a client "
+                    "failed and started again), consume.",
+                    legend="{{cluster}} {{reason}}",
                 ),
             ),
         ),

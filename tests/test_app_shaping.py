@@ -232,3 +232,20 @@ def test_the_scatter_takes_each_brokers_own_rows_not_its_per_topic_rows():
         "MB/s in": [3.0, 5.0],
         "broker": ["1", "2"],
     }
+
+
+def test_the_canary_table_puts_brokers_losing_messages_first_with_latencies_in_words():
+    table = live.canary_table(
+        {
+            "read back": frame("broker", {"1": 120, "2": 90, "3": 0}),
+            "lost": frame("broker", {"1": 0, "2": 30}),  # broker 3: just started, nothing due yet
+            "end-to-end p99": frame("broker", {"1": 0.0123, "2": 4.96, "3": math.nan}),
+            "produce p99": frame("broker", {"1": 0.004, "2": 0.5}),
+        }
+    )
+    assert list(table["broker"]) == ["2", "1", "3"]
+    assert list(table["lost"]) == [30, 0, 0]
+    assert table["delivered"].iloc[0] == 90 / 120 and table["delivered"].iloc[1] == 1.0
+    assert math.isnan(table["delivered"].iloc[2])  # no message was due: unknown, not 0% or 100%
+    assert list(table["end-to-end p99"]) == ["5 s", "12 ms", "unknown"]
+    assert list(table["produce p99"]) == ["500 ms", "4 ms", "unknown"]

@@ -24,6 +24,7 @@ import pytest
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots, series_name
 from collectors.scheduler import build_jobs
@@ -31,7 +32,7 @@ from common import names
 from common.config import Config, ConfigError
 from common.contract import decode
 from peers import kafka_tools
-from peers.process import PeerError, free_port
+from peers.process import free_port
 
 pytestmark = pytest.mark.peers
 
@@ -56,19 +57,6 @@ NODE_GAUGES = {
     names.UNDER_REPLICATED_PARTITIONS, names.UNDER_MIN_ISR_PARTITIONS, names.PARTITION_COUNT,
     names.LEADER_COUNT, names.ACTIVE_CONTROLLER, names.OFFLINE_PARTITIONS, names.OFFLINE_LOG_DIRS,
 }  # fmt: skip
-
-
-def wait_for(check, timeout_s: float, every_s: float = 1.0):
-    """Poll ``check()`` until it returns something truthy (a tool failing meanwhile counts as not yet)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = check()
-        except PeerError:
-            found = None
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(every_s)
 
 
 @pytest.fixture(scope="module")

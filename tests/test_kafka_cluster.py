@@ -3,13 +3,11 @@ what it says is read with Kafka's own tools."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from waiting import wait_for
 
 from peers import kafka_tools
 from peers.kafka import render
-from peers.process import PeerError
 from peers.stack import create_topic
 
 pytestmark = pytest.mark.peers
@@ -25,20 +23,6 @@ DESCRIBE_GROUP = (
     "g1     t1     1          26              26              0    -            -     -\n"
     "g1     t1     2          -               24              -    -            -     -\n"
 )
-
-
-def wait_for(check, timeout_s: float, every_s: float = 1.0):
-    """Poll ``check()`` until it returns something truthy; that value, or the last one at the deadline.
-    A tool that fails while the cluster moves (a request to the paused node timing out) is asked again."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = check()
-        except PeerError:
-            found = None
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(every_s)
 
 
 def test_tool_tables_parse_into_rows():

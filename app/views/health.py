@@ -1,5 +1,5 @@
-"""Cluster health: brokers, controller, partitions in trouble per topic, the ISR flapping timeline, and
-whether the pipeline feeding all this is alive."""
+"""Cluster health: brokers, controller, the end-to-end canary per broker, partitions in trouble per topic,
+the ISR flapping timeline, and whether the pipeline feeding all this is alive."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ TOPIC_METRICS = {
 
 def render(config: Config, prom: PrometheusClient) -> None:
     brokers_and_controller(config, prom)
+    canary(prom)
     topics(config, prom)
     st.subheader("Over time")
     seconds = ui.window_seconds("health_window")
@@ -43,6 +44,30 @@ def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
         "Brokers down", ", ".join(f"{r.cluster} broker {r.broker}" for r in down.itertuples()) or "none"
     )
     (st.success if healthy else st.error)(f"Controller: {verdict}")
+
+
+def canary(prom: PrometheusClient) -> None:
+    """What a client of each broker sees: the end-to-end canary's messages read back, lost, and latency."""
+    st.subheader("End-to-end canary")
+    frames = {name: prom.instant(query) for name, query in live.CANARY_QUERIES.items()}
+    if all(f.empty for f in frames.values()):
+        st.info(
+            "No canary data: `kobs collect` runs one for each cluster with `bootstrap_servers` "
+            "(`clusters[].canary`); does Prometheus scrape it (job kobs-collector)?"
+        )
+        return
+    table = live.canary_table(frames)
+    losing = table[table["lost"] > 0]
+    if losing.empty:
+        st.success("Every broker's canary messages were read back in the last 2 minutes.")
+    else:
+        names = ", ".join(f"{r.cluster} broker {r.broker} ({r.lost})" for r in losing.itertuples())
+        st.error(f"Canary messages lost in the last 2 minutes: {names}")
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={"delivered": st.column_config.ProgressColumn("delivered", format="percent")},
+    )
 
 
 def _natural(value: str) -> tuple[int, str]:

@@ -1,0 +1,118 @@
+"""The end-to-end canary: its placement and bookkeeping by hand, then on the real cluster, where Kafka's own
+kafka-topics says how its topic is led and a stopped broker must cost exactly its own partition."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from confluent_kafka.admin import NewTopic
+from prometheus_client import CollectorRegistry
+from waiting import wait_for
+
+from collectors.admin import admin_client
+from collectors.canary import InFlight, assignment, start_canaries, without_partition
+from common.config import Cluster
+from peers import kafka_tools
+
+
+def test_each_broker_leads_one_partition_with_its_replicas_on_the_next_brokers():
+    assert assignment([3, 1, 2], 3) == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
+    assert assignment([1, 2, 5, 7], 2) == [[1, 2], [2, 5], [5, 7], [7, 1]]
+    assert without_partition(preferred=[1, 2, 1], brokers=[1, 2, 3, 4]) == [3, 4]  # brokers 3, 4 joined
+
+
+def test_a_message_is_read_back_or_lost_once_never_both():
+    flight = InFlight()
+    flight.sent(1, partition=0, at_s=100.0)
+    flight.sent(2, partition=1, at_s=100.0)
+    flight.sent(3, partition=1, at_s=105.0)
+    assert flight.received(1, at_s=100.25) == (0, 0.25)
+    assert flight.received(1, at_s=101.0) is None  # read twice (a consumer retry): counted once
+    assert flight.expire(now_s=111.0, timeout_s=10.0) == [1]  # message 2, sent at 100 s, is lost
+    assert flight.received(2, at_s=112.0) is None  # too late: it stays lost
+    assert flight.expire(now_s=111.0, timeout_s=10.0) == []
+    assert flight.received(3, at_s=112.0) == (1, 7.0)
+
+
+@pytest.mark.peers
+def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_flowing(kafka_cluster):
+    topic = f"canary-{uuid.uuid4().hex[:6]}"
+    cluster = Cluster(
+        name="c1", bootstrap_servers=[kafka_cluster.bootstrap], canary={"topic": topic, "timeout_s": 5}
+    )
+    registry, stop = CollectorRegistry(), threading.Event()
+
+    def count(name: str, broker: int) -> float:
+        found = [
+            s.value
+            for m in registry.collect()
+            for s in m.samples
+            if s.name == name and s.labels.get("broker") == str(broker)
+        ]
+        return sum(found)
+
+    brokers = sorted(kafka_cluster.nodes)
+    # as if the cluster had grown since the canary made its topic: no partition for the newest broker yet
+    ring = assignment(brokers, 3)[:-1]
+    admin = admin_client(cluster)
+    admin.create_topics([NewTopic(topic, len(ring), replica_assignment=ring)])[topic].result(30)
+    (canary,) = start_canaries([cluster], registry, stop)
+    try:
+        every = wait_for(
+            lambda: all(count("kobs_canary_messages_received_total", b) >= 3 for b in brokers), timeout_s=60
+        )
+        assert every, {b: count("kobs_canary_messages_received_total", b) for b in brokers}
+        rows = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
+        assert sorted(r.leader for r in rows) == brokers  # Kafka's own word: a partition led by each broker
+        assert rows[-1].partition == 2 and rows[-1].leader == brokers[-1]  # the one the canary added
+        assert all(r.leader == r.replicas[0] and len(r.replicas) == 3 for r in rows)
+        assert {str(r.leader) for r in rows} == set(canary.partitions.values())
+        assert all(count("kobs_canary_messages_lost_total", b) == 0 for b in brokers)
+
+        victim, others = brokers[-1], brokers[:-1]
+        before = {b: count("kobs_canary_messages_received_total", b) for b in others}
+        kafka_cluster.pause(victim)
+        try:  # its partition loses messages; the others' go on once their ISRs let it go (5 s here)
+            flowing = wait_for(
+                lambda: (
+                    count("kobs_canary_messages_lost_total", victim) >= 2
+                    and all(count("kobs_canary_messages_received_total", b) >= before[b] + 3 for b in others)
+                ),
+                timeout_s=60,
+            )
+            lost = count("kobs_canary_messages_lost_total", victim)
+            failover = wait_for(  # fenced after 6 s here, its partition led by another in-sync replica
+                lambda: [
+                    r
+                    for r in kafka_tools.describe_topics(kafka_cluster.live_bootstrap, topic=topic)
+                    if r.replicas[0] == victim and r.leader not in (victim, -1)
+                ],
+                timeout_s=60,
+            )
+        finally:
+            kafka_cluster.resume(victim)
+        assert flowing, (
+            lost,
+            {b: count("kobs_canary_messages_received_total", b) - before[b] for b in others},
+        )
+        back = count("kobs_canary_messages_received_total", victim)
+        assert wait_for(lambda: count("kobs_canary_messages_received_total", victim) > back + 3, timeout_s=60)
+        healed = wait_for(  # back in every ISR: leave the session cluster whole for the next test
+            lambda: all(
+                len(r.isr) == 3 for r in kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
+            ),
+            timeout_s=60,
+        )
+        assert healed
+        assert failover, "the stopped broker's partition was never led by another replica"
+        rows = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
+        assert [r.leader != r.replicas[0] for r in rows].count(True) == 1  # still away from its broker
+        canary.check_topic(admin)  # its minutely check: preferred leaders elected back
+        rows = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
+        assert all(r.leader == r.replicas[0] for r in rows), rows
+    finally:
+        stop.set()
+        canary.thread.join(10)
+    assert not canary.thread.is_alive()
