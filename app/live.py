@@ -124,11 +124,13 @@ def topic_health(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def group_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per-group lag table from per-group frames ``status``, ``eta_s`` (and optional lag sums and
-    ``critical``): status named, ETA in words, worst groups first."""
+    """Per-group lag table from per-group frames ``status``, ``eta_s`` (and optional ``lag_s``, lag sums,
+    ``critical`` and ``members``): status named, lag and ETA in words, worst groups first."""
     table = wide(frames, ["cluster", "group"])
     codes = table["status"].fillna(-1)
     table["status"] = codes.map(lambda c: STATUS_NAME.get(int(c), "unknown"))
+    if "lag_s" in table:
+        table["lag"] = table.pop("lag_s").map(lambda s: duration_text(None if pd.isna(s) else s))
     table["catch-up ETA"] = table["eta_s"].map(lambda s: duration_text(None if pd.isna(s) else s))
     if "critical" in table:
         table["critical"] = table["critical"].fillna(0) >= 1

@@ -78,6 +78,7 @@ def test_lag_shows_groups_worst_first_and_the_history_of_committed_batches(popul
     assert list(groups["status"]) == ["ERR", "OK"]
     assert list(groups["catch-up ETA"]) == ["never", "0 s"]
     assert list(groups["lag (messages)"]) == [1200, 0]
+    assert list(groups["lag"]) == ["30.0 min", "0 s"]  # the oldest unconsumed message's age, in words
     assert list(groups["members"]) == [0, 3]  # lag with nobody in the group: nothing will consume it
     assert metrics(at)["Groups not OK"] == "1"
     at.selectbox(key="lag_group").set_value("billing").run()

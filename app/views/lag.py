@@ -13,7 +13,7 @@ from common.config import Config
 GROUP_QUERIES = {
     "status": "max by (cluster, group) (kobs_consumergroup_status)",
     "lag (messages)": "sum by (cluster, group) (kobs_consumergroup_lag_messages)",
-    "lag (seconds)": "max by (cluster, group) (kobs_consumergroup_lag_seconds)",
+    "lag_s": "max by (cluster, group) (kobs_consumergroup_lag_seconds)",
     "eta_s": "max by (cluster, group) (kobs_consumergroup_catchup_eta_seconds)",
     "critical": "max by (cluster, group) (kobs_consumergroup_critical)",
     "members": "max by (cluster, group) (kobs_consumergroup_members)",
@@ -38,7 +38,8 @@ def groups_now(config: Config, prom: PrometheusClient) -> None:
     cols = st.columns(3)
     cols[0].metric("Groups", len(table))
     cols[1].metric("Groups not OK", int((table["status"] != "OK").sum()))
-    cols[2].metric("Worst lag", live.duration_text(table["lag (seconds)"].max()))
+    worst = frames["lag_s"]["value"].max() if len(frames["lag_s"]) else None
+    cols[2].metric("Worst lag", live.duration_text(worst))
     st.dataframe(table, hide_index=True)
 
 
