@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from confluent_kafka import Consumer, ElectionType, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from collectors.admin import admin_client
 from collectors.scheduler import reason_of
@@ -110,10 +110,25 @@ class CanaryMetrics:
             registry=registry,
         )
 
-    def start(self, cluster: str) -> None:
-        """A series at 0 for every error reason of the cluster's canary, so that the first one counts."""
+        self.availability_slo = Gauge(
+            "kobs_canary_availability_slo_ratio",
+            "The cluster's canary availability SLO (clusters[].canary.availability_slo), for the rules.",
+            ["cluster"],
+            registry=registry,
+        )
+        self.latency_slo = Gauge(
+            "kobs_canary_latency_slo_seconds",
+            "The cluster's canary latency SLO (clusters[].canary.latency_slo_s), for the rules.",
+            ["cluster"],
+            registry=registry,
+        )
+
+    def start(self, cluster: Cluster) -> None:
+        """The cluster's SLOs, and a series at 0 for every error reason of its canary (the first counts)."""
+        self.availability_slo.labels(cluster.name).set(cluster.canary.availability_slo)
+        self.latency_slo.labels(cluster.name).set(cluster.canary.latency_slo_s)
         for reason in ERROR_REASONS:
-            self.errors.labels(cluster, reason)
+            self.errors.labels(cluster.name, reason)
 
     def follow(self, labels: tuple[str, str, str]) -> None:
         """Every message counter of a partition the canary starts following, at 0: Prometheus's
@@ -134,7 +149,7 @@ class Canary:
         self.thread = threading.Thread(target=self.run, name=f"canary-{cluster.name}", daemon=True)
 
     def start(self) -> Canary:
-        self.metrics.start(self.cluster.name)
+        self.metrics.start(self.cluster)
         self.thread.start()
         return self
 

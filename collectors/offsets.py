@@ -4,7 +4,8 @@ Per scrape: list topics; the log start and end offsets of every partition (ListO
 through consumers' ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
 time on a consumer each: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at
 100,000 partitions); meanwhile list groups, describe them (state, members) and read each group's committed
-offsets. Lag itself (end - committed) is left to the jobs, which also see history. The topic listing goes
+offsets, with the member each assigned partition has. Lag itself (end - committed) is left to the jobs,
+which also see history. The topic listing goes
 out alone: it is the first step of the longest chain, and the broker answers it sooner without the group
 requests.
 """
@@ -57,13 +58,15 @@ class GroupInfo:
     group: str
     state: str  # lower case Kafka state: stable, empty, preparing_rebalance, ...
     members: int | None  # None when the broker did not describe the group
+    assigned: tuple[tuple[str, int, str, str], ...] = ()  # (topic, partition, member client id, member host)
 
 
 Offsets = Mapping[tuple[str, int], int]
 
 
 def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
-    """Committed offsets (a group's -1 "no commit" is left out), state and members of every group."""
+    """Committed offsets (a group's -1 "no commit" is left out), state, members and the member each assigned
+    partition has, of every group."""
     samples = [
         Sample(names.GROUP_COMMITTED_OFFSET, {"group": group, "topic": topic, "partition": str(p)}, v)
         for group, offsets in sorted(committed.items())
@@ -74,7 +77,25 @@ def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo])
         samples.append(Sample(names.GROUP_INFO, {"group": info.group, "state": info.state}, 1))
         if info.members is not None:
             samples.append(Sample(names.GROUP_MEMBERS, {"group": info.group}, info.members))
+        samples += [
+            Sample(
+                names.GROUP_PARTITION_MEMBER,
+                {"group": info.group, "topic": t, "partition": str(p), "client_id": client, "host": host},
+                1,
+            )
+            for t, p, client, host in sorted(info.assigned)
+        ]
     return samples
+
+
+def _assigned(members: Iterable) -> tuple[tuple[str, int, str, str], ...]:
+    """(topic, partition, client id, host) of every partition assigned to one of ``members`` (the Admin
+    API's ``MemberDescription``; the host as the coordinator saw it, ``/127.0.0.1``)."""
+    return tuple(
+        (tp.topic, tp.partition, m.client_id, m.host)
+        for m in members
+        for tp in (m.assignment.topic_partitions if m.assignment else ())
+    )
 
 
 class OffsetsSource:
@@ -188,7 +209,10 @@ class OffsetsSource:
             errors,
         )
         states = {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
-        groups = [GroupInfo(g, states[g], len(described[g].members) if g in described else None) for g in ids]
+        groups = [GroupInfo(g, states[g], None) for g in ids if g not in described]
+        groups += [
+            GroupInfo(g, states[g], len(d.members), _assigned(d.members)) for g, d in described.items()
+        ]
         futures = {}
         for group in ids:  # the API takes one group per request
             request = [ConsumerGroupTopicPartitions(group)]

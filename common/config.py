@@ -178,6 +178,8 @@ class Canary(_Model):
     interval_s: Seconds = 1.0
     timeout_s: Seconds = 10.0
     replication_factor: int | None = Field(default=None, ge=1)  # None: 3, or fewer brokers if fewer
+    availability_slo: float = Field(default=0.99, gt=0, lt=1)  # share read back within timeout_s, 2 minutes
+    latency_slo_s: Seconds = 1.0  # 99th percentile of the end-to-end latency, 5 minutes
 
 
 class Cluster(_Model):

@@ -77,6 +77,12 @@ DERIVED_METRICS: tuple[Metric, ...] = (
     ),
     _m("kobs_consumergroup_members", "gauge", "cluster group", "Group members, as the coordinator reports."),
     _m(
+        "kobs_consumergroup_partition_member",
+        "gauge",
+        "cluster group topic partition client_id host",
+        "1 for the member a partition is assigned to (its client id and host).",
+    ),
+    _m(
         "kobs_consumergroup_state",
         "gauge",
         "cluster group state",
@@ -193,6 +199,24 @@ DERIVED_METRICS: tuple[Metric, ...] = (
     ),
     _m("kobs_topic_bytes_out_per_second", "gauge", "cluster topic", "Bytes fetched by consumers per second."),
     _m("kobs_topic_stored_bytes", "gauge", "cluster topic", "Bytes stored for the topic, all replicas."),
+    _m(
+        "kobs_topic_bytes_in_total",
+        "counter",
+        "cluster topic",
+        "Bytes produced to the topic since first seen: its brokers' counter increases, resets counted.",
+    ),
+    _m(
+        "kobs_topic_bytes_out_total",
+        "counter",
+        "cluster topic",
+        "Bytes fetched from the topic since first seen: its brokers' counter increases, resets counted.",
+    ),
+    _m(
+        "kobs_topic_messages_in_total",
+        "counter",
+        "cluster topic",
+        "Messages produced to the topic since first seen: its brokers' counter increases, resets counted.",
+    ),
     _m(
         "kobs_broker_stored_bytes", "gauge", "cluster broker", "Bytes stored on the broker's log directories."
     ),
@@ -365,6 +389,18 @@ COLLECTOR_METRICS: tuple[Metric, ...] = (
         "From produce to the message read back by the canary's consumer.",
     ),
     _m("kobs_canary_errors_total", "counter", "cluster reason", "Canary problems (topic setup, clients)."),
+    _m(
+        "kobs_canary_availability_slo_ratio",
+        "gauge",
+        "cluster",
+        "The cluster's canary availability SLO (clusters[].canary.availability_slo).",
+    ),
+    _m(
+        "kobs_canary_latency_slo_seconds",
+        "gauge",
+        "cluster",
+        "The cluster's canary latency SLO (clusters[].canary.latency_slo_s).",
+    ),
 )
 
 ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}

@@ -48,6 +48,8 @@ BROKER_REGISTERED = "kafka_broker_registered"  # label: broker; 1 for each broke
 GROUP_COMMITTED_OFFSET = "kafka_consumergroup_committed_offset"
 GROUP_MEMBERS = "kafka_consumergroup_members"
 GROUP_INFO = "kafka_consumergroup_info"  # value 1; label ``state``
+# value 1 per partition assigned to a member: ``group``, ``topic``, ``partition``, ``client_id``, ``host``
+GROUP_PARTITION_MEMBER = "kafka_consumergroup_partition_member"
 
 # Producer clients; label ``client_id``.
 PRODUCER_BUFFER_AVAILABLE_BYTES = "kafka_producer_buffer_available_bytes"

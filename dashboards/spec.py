@@ -82,6 +82,10 @@ TOPICS = Variable("topic", "kobs_topic_replication_factor")  # from metadata: ev
 # The canary's messages read back and lost per broker over KafkaCanaryUnavailable's window.
 CANARY_RECEIVED = increase("cluster, broker", "kobs_canary_messages_received_total", "2m", *C)
 CANARY_LOST = increase("cluster, broker", "kobs_canary_messages_lost_total", "2m", *C)
+CANARY_P99 = (  # the end-to-end latency's, over KafkaCanaryLatencyOverSlo's rate window
+    "histogram_quantile(0.99, sum by (cluster, broker, le) "
+    f"(rate({sel('kobs_canary_end_to_end_latency_seconds_bucket', *C)}[5m])))"
+)
 
 CLUSTER_HEALTH = DashboardSpec(
     "kobs-cluster-health",
@@ -280,9 +284,28 @@ CLUSTER_HEALTH = DashboardSpec(
                     alerts=("KafkaCanaryUnavailable",),
                 ),
                 Panel(
+                    "Canary error budget used, by broker",
+                    f"({CANARY_LOST} / ({CANARY_RECEIVED} + {CANARY_LOST})) / on (cluster) group_left () "
+                    f"(1 - {by('cluster', 'max', 'kobs_canary_availability_slo_ratio', *C)})",
+                    "Messages lost over 2 minutes as a share of what the cluster's availability SLO allows "
+                    "(clusters[].canary.availability_slo): over 100% pages.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaCanaryUnavailable",),
+                ),
+                Panel(
+                    "Canary latency against its SLO, by broker",
+                    f"{CANARY_P99} / on (cluster) group_left () "
+                    f"{by('cluster', 'max', 'kobs_canary_latency_slo_seconds', *C)}",
+                    "The 99th percentile end-to-end latency as a share of the cluster's latency SLO "
+                    "(clusters[].canary.latency_slo_s): over 100% for 10 minutes raises a ticket.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaCanaryLatencyOverSlo",),
+                ),
+                Panel(
                     "Canary end-to-end latency (99th percentile) by broker",
-                    "histogram_quantile(0.99, sum by (cluster, broker, le) (rate("
-                    f"{sel('kobs_canary_end_to_end_latency_seconds_bucket', *C)}[$__rate_interval])))",
+                    CANARY_P99,
                     "From produce (acks=all) to the message read back, per broker's partition. Over 1 s for "
                     "10 minutes raises a ticket.",
                     unit="s",
@@ -404,6 +427,14 @@ CONSUMER_LAG = DashboardSpec(
                     legend="{{cluster}}/{{group}}",
                 ),
                 Panel(
+                    "Partitions per member",
+                    "count by (cluster, group, client_id, host) "
+                    f"({sel('kobs_consumergroup_partition_member', 'cluster', 'group')})",
+                    "How many partitions each member of a group consumes: a member with many more than the "
+                    "others is the group's bottleneck (more partitions than members spread unevenly).",
+                    legend="{{group}} {{client_id}} {{host}}",
+                ),
+                Panel(
                     "Groups by state",
                     f"count by (cluster, state) ({sel('kobs_consumergroup_state', 'cluster', 'group')})",
                     "How many groups are in each coordinator state: Stable consumes; Empty has no members; "
@@ -488,6 +519,22 @@ THROUGHPUT_STORAGE = DashboardSpec(
                     by("cluster, topic", "sum", "kobs_topic_bytes_out_per_second", *CT),
                     "Bytes fetched by consumers per second per topic (replication excluded).",
                     unit="Bps",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+                Panel(
+                    "Bytes in and out per hour, by topic",
+                    f"{increase('cluster, topic', 'kobs_topic_bytes_in_total', '1h', *CT)} + "
+                    f"{increase('cluster, topic', 'kobs_topic_bytes_out_total', '1h', *CT)}",
+                    "Bytes produced plus bytes fetched in the last hour, from the topic counters (rate() "
+                    "over any window works on them): the traffic a topic costs its brokers' network.",
+                    unit="bytes",
+                    legend="{{cluster}}/{{topic}}",
+                ),
+                Panel(
+                    "Messages in per second",
+                    rate("cluster, topic", "kobs_topic_messages_in_total", *CT),
+                    "Messages produced per second per topic (leaders' MessagesInPerSec).",
+                    unit="ops",
                     legend="{{cluster}}/{{topic}}",
                 ),
                 Panel(

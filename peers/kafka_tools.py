@@ -112,7 +112,7 @@ def describe_topics(bootstrap: str, *options: str, topic: str | None = None) -> 
 
 @dataclass(frozen=True)
 class GroupRow:
-    """One partition of ``kafka-consumer-groups --describe`` (offsets None where the tool prints ``-``)."""
+    """One partition of ``kafka-consumer-groups --describe`` (None where the tool prints ``-``)."""
 
     group: str
     topic: str
@@ -120,11 +120,16 @@ class GroupRow:
     current_offset: int | None
     log_end_offset: int | None
     lag: int | None
+    host: str | None = None  # of the member the partition is assigned to
+    client_id: str | None = None
 
 
 def parse_describe_group(output: str) -> list[GroupRow]:
     def number(text: str) -> int | None:
         return int(text) if text.lstrip("-").isdigit() else None
+
+    def text(cell: dict[str, str], name: str) -> str | None:
+        return None if cell.get(name, "-") == "-" else cell[name]
 
     rows, header = [], None
     for line in output.splitlines():
@@ -141,6 +146,8 @@ def parse_describe_group(output: str) -> list[GroupRow]:
                     number(cell["CURRENT-OFFSET"]),
                     number(cell["LOG-END-OFFSET"]),
                     number(cell["LAG"]),
+                    text(cell, "HOST"),
+                    text(cell, "CLIENT-ID"),
                 )
             )
     return rows

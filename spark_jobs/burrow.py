@@ -15,8 +15,9 @@ Served:
 
 Burrow's other paths (cluster and consumer detail, topics, config, log level, DELETE) answer 404 with
 Burrow's "invalid request type" body. Offsets are polled, not read from ``__consumer_offsets``: a commit's
-``timestamp`` is when the collector saw it, the same as its ``observedAt``. ``owner`` and ``client_id``
-are empty: group members per partition are not collected yet (Burrow sends them empty too when unknown).
+``timestamp`` is when the collector saw it, the same as its ``observedAt``. ``owner`` (the member's host)
+and ``client_id`` are the partition's member in the newest offsets scrape, empty when it has none (as
+Burrow sends them).
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ def partition_status(row: Mapping[str, Any]) -> JsonObject:
     return {
         "topic": row["topic"],
         "partition": int(row["partition"]),
-        "owner": "",
-        "client_id": "",
+        "owner": row.get("owner", ""),
+        "client_id": row.get("client_id", ""),
         "status": row["status"],
         "start": consumer_offset(row.get("start")),
         "end": consumer_offset(row.get("end")),

@@ -30,8 +30,8 @@ from spark_jobs.analysis import Derived
 CRITICAL = "kobs_consumergroup_critical"
 GROUP_STATUS_METRIC = "kobs_consumergroup_status"
 PER_GROUP_PARTITION = frozenset(
-    m.name for m in DERIVED_METRICS if m.labels == ("cluster", "group", "topic", "partition")
-)
+    m.name for m in DERIVED_METRICS if m.labels[:4] == ("cluster", "group", "topic", "partition")
+)  # a partition's member adds its client id and host
 RANK_BY = ("kobs_consumergroup_partition_status", "kobs_consumergroup_lag_messages")  # worst first
 BOUNDS = ("partitions_per_group", "max_series")  # steps 2 and 3, named after their ``sinks.exporter_`` keys
 
@@ -58,7 +58,7 @@ def expose(derived: Iterable[Derived], policy: ExpositionPolicy) -> tuple[list[D
     shown, dropped = series, dict.fromkeys(BOUNDS, 0)
     if policy.partitions_per_group is not None:
         worst = worst_partitions(series, policy.partitions_per_group)
-        shown = [d for d in shown if d.name not in PER_GROUP_PARTITION or d.labels in worst]
+        shown = [d for d in shown if d.name not in PER_GROUP_PARTITION or d.labels[:4] in worst]
         dropped["partitions_per_group"] = len(series) - len(shown)
     if policy.max_series is not None and len(shown) > policy.max_series:
         coarse_first = sorted(range(len(shown)), key=lambda i: len(shown[i].labels))
@@ -84,7 +84,7 @@ def worst_partitions(derived: Iterable[Derived], n: int) -> set[tuple[str, ...]]
     scores: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0] * len(RANK_BY))
     for d in derived:
         if d.name in PER_GROUP_PARTITION:
-            score = scores[d.labels]
+            score = scores[d.labels[:4]]
             if d.name in RANK_BY:
                 score[RANK_BY.index(d.name)] = d.value
     by_group: dict[tuple[str, ...], list[tuple]] = defaultdict(list)

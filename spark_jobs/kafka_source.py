@@ -50,6 +50,12 @@ SCHEMA = StructType(
 )
 
 
+# How long Kafka's Java client waits for a broker's answer before it drops the connection and asks
+# another (its default: 30 s). A hung broker (SIGSTOPped, in a long GC pause: its sockets still open) that
+# leads metrics-topic partitions held every micro-batch that long: the derived alerts came a minute late.
+REQUEST_TIMEOUT_MS = "10000"
+
+
 def source_options(config: Config) -> dict[str, str]:
     """Spark Kafka source options for the metrics topic: the topic from its start, the batch limit, and
     the connection (``kafka.``-prefixed Java client settings, security included)."""
@@ -58,6 +64,7 @@ def source_options(config: Config) -> dict[str, str]:
         "subscribe": topic.name,
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
+        "kafka.request.timeout.ms": REQUEST_TIMEOUT_MS,
     }
     if topic.max_records_per_batch:
         options["maxOffsetsPerTrigger"] = str(topic.max_records_per_batch)

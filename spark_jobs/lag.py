@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 import pyarrow as pa
 
 from common.metrics import DERIVED_METRICS, GROUP_STATUS
-from common.names import GROUP_COMMITTED_OFFSET, GROUP_INFO, GROUP_MEMBERS
+from common.names import GROUP_COMMITTED_OFFSET, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER
 from spark_jobs.analysis import Derived, Evaluation, Observation
 from spark_jobs.lag_tracker import INPUT_NAMES, GroupLag, LagTracker, OffsetSample, PartitionLag
 
@@ -49,6 +49,7 @@ GROUP_GAUGES: dict[str, Callable[[GroupLag], float | None]] = {
     "kobs_consumergroup_catchup_eta_seconds": lambda g: g.catchup_eta_s,  # None (unknown): no sample
 }
 LABELS = {m.name: m.labels for m in DERIVED_METRICS}
+MEMBER_LABELS = frozenset(("topic", "partition", "client_id", "host"))
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +58,7 @@ class LagAnalysis:
 
     table = "lag"
     history_schema = HISTORY_SCHEMA
-    inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS))
+    inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER))
     settings = ()  # nothing comes from the configuration
 
     def __init__(self, window: int = 10):
@@ -72,7 +73,7 @@ class LagAnalysis:
         skipped = 0
         for o in observations:
             labels = o.labels
-            if o.name in (GROUP_INFO, GROUP_MEMBERS):
+            if o.name in (GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER):
                 skipped += not self._group(o)
                 continue
             topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
@@ -91,8 +92,10 @@ class LagAnalysis:
             log.warning("lag: skipped %d offset samples without topic/partition/group or not finite", skipped)
 
     def _group(self, o: Observation) -> bool:
-        """Take a group's state or member count; False when it lacks its labels or a finite value."""
-        group = o.labels.get("group")
+        """Take a group's state, member count or a partition's member; False when it lacks its labels or a
+        finite value."""
+        labels = o.labels
+        group = labels.get("group")
         if group is None or o.value is None or not math.isfinite(o.value):
             return False
         seen = self.groups.get((o.cluster, group))
@@ -100,8 +103,10 @@ class LagAnalysis:
             seen = self.groups[o.cluster, group] = GroupSeen(o.t_s)
         if o.name == GROUP_MEMBERS:
             seen.members = int(o.value)
-        elif "state" in o.labels:
-            seen.state = o.labels["state"]
+        elif o.name == GROUP_INFO and "state" in labels:
+            seen.state = labels["state"]
+        elif o.name == GROUP_PARTITION_MEMBER and labels.keys() >= MEMBER_LABELS:
+            seen.assigned[labels["topic"], labels["partition"]] = (labels["client_id"], labels["host"])
         else:
             return False
         return True
@@ -109,7 +114,7 @@ class LagAnalysis:
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()
         return Evaluation(
-            history=[vars(p) for p in report.partitions],  # flat and frozen: no copy needed
+            history=list(self._with_members(report.partitions)),
             metrics=[
                 *_derived(PARTITION_GAUGES, report.partitions),
                 *_derived(GROUP_GAUGES, report.groups),
@@ -117,6 +122,15 @@ class LagAnalysis:
                 *self._group_series(),
             ],
         )
+
+    def _with_members(self, partitions: Iterable[PartitionLag]) -> Iterable[dict]:
+        """History rows; a partition with a member in its group's newest scrape gets its ``client_id`` and
+        ``owner`` (the member's host, as Burrow names it), the others none."""
+        for p in partitions:
+            seen = self.groups.get((p.cluster, p.group))
+            member = seen.assigned.get((p.topic, p.partition)) if seen is not None else None
+            row = vars(p)  # flat and frozen: shared, not copied, unless a member is added
+            yield row if member is None else row | {"client_id": member[0], "owner": member[1]}
 
     def _offsets(self) -> Iterable[Derived]:
         for cluster, topic, partition, start, end in self.tracker.partition_offsets():
@@ -137,6 +151,9 @@ class LagAnalysis:
                 yield Derived("kobs_consumergroup_state", (cluster, group, seen.state), 1.0)
             if seen.members is not None:
                 yield Derived("kobs_consumergroup_members", (cluster, group), seen.members)
+            for (topic, partition), (client_id, host) in sorted(seen.assigned.items()):
+                labels = (cluster, group, topic, partition, client_id, host)
+                yield Derived("kobs_consumergroup_partition_member", labels, 1.0)
 
 
 @dataclass
@@ -146,6 +163,7 @@ class GroupSeen:
     t_s: float
     state: str | None = None
     members: int | None = None
+    assigned: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (client id, host)
 
 
 def _derived(gauges: dict[str, Callable], items: tuple) -> Iterable[Derived]:

@@ -2,10 +2,14 @@
 falls as stored data grows.
 
 Pure (no Spark). Reads the brokers' ``BrokerTopicMetrics`` counters (``kafka_broker_bytes_{in,out}_total``
-with ``broker`` and ``topic``; the broker-wide series without ``topic`` is skipped, it would count twice)
+and ``kafka_broker_messages_in_total`` with ``broker`` and ``topic``; the broker-wide series without
+``topic`` is skipped, it would count twice)
 and the per-replica log sizes (``kafka_log_size_bytes`` with ``broker``, ``topic``, ``partition``). Rates
 come from :mod:`spark_jobs.rates` (1-minute window, counter resets handled). A broker's stored bytes are the
-log sizes of its latest scrape, so a partition moved away stops counting at once.
+log sizes of its latest scrape, so a partition moved away stops counting at once. Per topic it also sums
+the counters' increases over its brokers since it first saw them (a broker restart's reset counted as
+Prometheus counts it), served as ``_total`` counters that PromQL's ``rate()`` reads over any window; a topic
+no broker reported for ``stale_s`` is dropped.
 
 Per broker it keeps two thinned histories: (time, stored bytes) every 15 minutes over a day for the growth
 rate and the disk runway, and (time, stored bytes, bytes-in rate) every minute over 6 hours for the
@@ -27,9 +31,9 @@ from operator import attrgetter
 
 import pyarrow as pa
 
-from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES
+from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES, MESSAGES_IN
 from spark_jobs.analysis import Derived, Evaluation, Observation
-from spark_jobs.rates import CounterRates
+from spark_jobs.rates import CounterRates, increase
 
 log = logging.getLogger(__name__)
 DAY_S = 86_400.0
@@ -52,6 +56,12 @@ TOPIC_GAUGES = {
     "in": "kobs_topic_bytes_in_per_second",
     "out": "kobs_topic_bytes_out_per_second",
     "stored": "kobs_topic_stored_bytes",
+}
+# Per topic, the increases of the brokers' counters summed since first seen: counters for PromQL's rate().
+TOPIC_COUNTERS = {
+    BYTES_IN: "kobs_topic_bytes_in_total",
+    BYTES_OUT: "kobs_topic_bytes_out_total",
+    MESSAGES_IN: "kobs_topic_messages_in_total",
 }
 
 
@@ -118,7 +128,7 @@ class ThroughputAnalysis:
 
     table = "throughput"
     history_schema = HISTORY_SCHEMA
-    inputs = frozenset({BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES})
+    inputs = frozenset({BYTES_IN, BYTES_OUT, MESSAGES_IN, LOG_SIZE_BYTES})
     settings = ("disk_bytes",)
 
     def __init__(
@@ -137,8 +147,13 @@ class ThroughputAnalysis:
         self.correlation_window_s, self.correlation_step_s = correlation_window_s, correlation_step_s
         self.min_points = min_points
         self.brokers: dict[tuple[str, str], Broker] = {}
+        self.counted: dict[tuple[str, str, str, str], tuple[float, float]] = {}  # last (t, value) of a series
+        self.totals: dict[tuple[str, str, str], list[float]] = {}  # (cluster, topic, name) -> [sum, seen at]
         self.now_s = -math.inf
         self.skipped = 0
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({"counted": {}, "totals": {}} | state)  # stored before the totals were kept
 
     def observe(self, observations: Iterable[Observation]) -> None:
         """Scrapes in time order (a batch holds several per broker); history points after each."""
@@ -153,7 +168,9 @@ class ThroughputAnalysis:
                 state = self._state(o.cluster, broker)
                 if o.name != LOG_SIZE_BYTES:
                     if topic is not None:  # without: the broker-wide bean, the sum of the per-topic ones
-                        state.rates.add((topic, o.name), t_s, o.value)
+                        self._count(o.cluster, broker, topic, o.name, t_s, o.value)
+                        if o.name != MESSAGES_IN:
+                            state.rates.add((topic, o.name), t_s, o.value)
                 elif topic is None or o.labels.get("partition") is None:
                     skipped += 1
                 else:
@@ -171,6 +188,17 @@ class ThroughputAnalysis:
             )
         self._forget_stale()
 
+    def _count(self, cluster: str, broker: str, topic: str, name: str, t_s: float, value: float) -> None:
+        """Add the series' increase since its previous point to its topic's total (a drop: a reset)."""
+        last = self.counted.get((cluster, broker, topic, name))
+        if last is not None and t_s <= last[0]:
+            return  # a replayed or out-of-order scrape adds nothing
+        self.counted[cluster, broker, topic, name] = (t_s, value)
+        total = self.totals.setdefault((cluster, topic, name), [0.0, t_s])
+        if last is not None:
+            total[0] += increase([last[1], value])
+        total[1] = t_s
+
     def _state(self, cluster: str, broker: str) -> Broker:
         state = self.brokers.get((cluster, broker))
         if state is None:
@@ -185,6 +213,9 @@ class ThroughputAnalysis:
             _thin_append(state.points, (state.t_s, stored, math.fsum(bytes_in)), self.correlation_step_s)
 
     def _forget_stale(self) -> None:
+        since = self.now_s - self.stale_s
+        self.counted = {k: last for k, last in self.counted.items() if last[0] >= since}
+        self.totals = {k: total for k, total in self.totals.items() if total[1] >= since}
         for key, state in list(self.brokers.items()):
             state.rates.forget_stale(self.now_s)
             if state.t_s < self.now_s - self.stale_s:
@@ -210,6 +241,8 @@ class ThroughputAnalysis:
                 metrics += broker_metrics
         for (cluster, topic), totals in sorted(topics.items()):
             metrics += [Derived(TOPIC_GAUGES[kind], (cluster, topic), v) for kind, v in totals.items()]
+        for (cluster, topic, name), (total, _) in sorted(self.totals.items()):
+            metrics.append(Derived(TOPIC_COUNTERS[name], (cluster, topic), total))
         clusters: dict[str, list] = defaultdict(list)
         for (cluster, _), logs in self.brokers.items():
             clusters[cluster].append([(stored, rate) for _, stored, rate in logs.points])

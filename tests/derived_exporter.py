@@ -27,6 +27,7 @@ LABEL_VALUES = {
     "source": "jmx/broker-1",
     "bound": "max_series",
     "state": "stable",
+    "host": "/127.0.0.1",
 }
 
 # A healthy cluster: no alert rule may fire on these values.
@@ -43,6 +44,7 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_broker_leader_partitions": 4,
     "kobs_consumergroup_members": 2,
     "kobs_consumergroup_state": 1,
+    "kobs_consumergroup_partition_member": 1,
     "kobs_cluster_active_controllers": 1,
     "kobs_broker_disk_runway_days": math.inf,
     "kobs_producer_time_to_block_seconds": math.inf,

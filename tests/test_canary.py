@@ -11,10 +11,14 @@ from confluent_kafka.admin import NewTopic
 from prometheus_client import CollectorRegistry
 from waiting import wait_for
 
+from alerts.runbooks import write_rules
 from collectors.admin import admin_client
 from collectors.canary import InFlight, assignment, start_canaries, without_partition
 from common.config import Cluster
+from common.serving import serve_metrics
 from peers import kafka_tools
+from peers.process import free_port
+from peers.prometheus import Prometheus
 
 
 def test_each_broker_leads_one_partition_with_its_replicas_on_the_next_brokers():
@@ -37,7 +41,10 @@ def test_a_message_is_read_back_or_lost_once_never_both():
 
 
 @pytest.mark.peers
-def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_flowing(kafka_cluster):
+def test_a_stopped_broker_loses_its_own_partitions_messages_pages_and_the_others_keep_flowing(
+    kafka_cluster, tmp_path
+):
+    """The canary on the session cluster, scraped by a real Prometheus with the shipped alert rules."""
     topic = f"canary-{uuid.uuid4().hex[:6]}"
     cluster = Cluster(
         name="c1", bootstrap_servers=[kafka_cluster.bootstrap], canary={"topic": topic, "timeout_s": 5}
@@ -59,7 +66,17 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_
     admin = admin_client(cluster)
     admin.create_topics([NewTopic(topic, len(ring), replica_assignment=ring)])[topic].result(30)
     (canary,) = start_canaries([cluster], registry, stop)
+    address = f"127.0.0.1:{free_port()}"
+    server, _ = serve_metrics(address, registry, "self_metrics_address")
+    rules = write_rules(tmp_path / "rules")
+    prometheus = Prometheus(tmp_path / "prom", {"kobs-collector": [address]}, rule_files=rules)
+
+    def paging() -> set[str]:
+        firing = 'ALERTS{alertname="KafkaCanaryUnavailable",alertstate="firing"}'
+        return {r["metric"]["broker"] for r in prometheus.query(firing)}
+
     try:
+        prometheus.start()
         every = wait_for(
             lambda: all(count("kobs_canary_messages_received_total", b) >= 3 for b in brokers), timeout_s=60
         )
@@ -83,6 +100,7 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_
                 timeout_s=60,
             )
             lost = count("kobs_canary_messages_lost_total", victim)
+            paged = wait_for(lambda: str(victim) in paging(), timeout_s=90)  # 1% of 2 minutes' lost, for 30 s
             failover = wait_for(  # fenced after 6 s here, its partition led by another in-sync replica
                 lambda: [
                     r
@@ -97,6 +115,9 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_
             lost,
             {b: count("kobs_canary_messages_received_total", b) - before[b] for b in others},
         )
+        # The shipped rule pages for the stopped broker. (The others' partitions lost the messages their
+        # acks=all waited for the stopped follower with, until it left their ISRs: they may page too.)
+        assert paged, paging()
         back = count("kobs_canary_messages_received_total", victim)
         assert wait_for(lambda: count("kobs_canary_messages_received_total", victim) > back + 3, timeout_s=60)
         healed = wait_for(  # back in every ISR: leave the session cluster whole for the next test
@@ -115,4 +136,6 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_
     finally:
         stop.set()
         canary.thread.join(10)
+        prometheus.stop()
+        server.shutdown()
     assert not canary.thread.is_alive()

@@ -290,3 +290,35 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
             time.sleep(1)
         again = source.collect()  # and it stays whole
         assert again.errors == [] and _end_offsets(again, topic) == truth
+
+
+def test_each_assigned_partitions_member_is_the_one_kafka_consumer_groups_names(kafka_cluster, cluster):
+    topic, group = "offsets-members", "offsets-members-group"
+    create_topic(kafka_cluster.bootstrap, topic, 2)
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_cluster.bootstrap, "group.id": group, "client.id": "member-app",
+         "session.timeout.ms": 6000, "auto.offset.reset": "earliest"}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert len(consumer.assignment()) == 2, "the group never assigned both partitions"
+        samples = decode(encode(OffsetsSource(cluster).collect().batch)).samples
+        tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)  # while the member is in the group
+    finally:
+        consumer.close()
+    members = {
+        int(s.labels["partition"]): (s.labels["host"], s.labels["client_id"])
+        for s in samples
+        if s.name == names.GROUP_PARTITION_MEMBER and s.labels["group"] == group
+    }
+    assert (
+        members
+        == {r.partition: (r.host, r.client_id) for r in tool}
+        == {
+            0: ("/127.0.0.1", "member-app"),
+            1: ("/127.0.0.1", "member-app"),
+        }
+    )

@@ -115,3 +115,18 @@ def test_each_bound_counts_what_it_left_out():
     # 2 partitions x 4 series + the group status and mark = 10 after the first bound; the cap keeps 5.
     assert dropped == {"partitions_per_group": 3 * len(PER_PARTITION), "max_series": 10 - 5}
     assert len(shown) == 5
+
+
+def test_a_partitions_member_series_is_kept_or_left_out_with_its_lag_series():
+    derived = group("prod", "billing", {"0": ("STOP", 1), "1": ("OK", 10)}, status="ERR")
+    derived += [
+        Derived(
+            "kobs_consumergroup_partition_member", ("prod", "billing", "orders", p, "app-1", "/10.0.0.7"), 1
+        )
+        for p in ("0", "1")
+    ]
+    shown, dropped = expose(derived, ExpositionPolicy(partitions_per_group=1))
+    assert set(served(shown, "kobs_consumergroup_partition_member")) == {
+        ("prod", "billing", "orders", "0", "app-1", "/10.0.0.7")  # the STOP partition's, as its lag's
+    }
+    assert dropped["partitions_per_group"] == len(PER_PARTITION) + 1  # partition 1: its lag and its member

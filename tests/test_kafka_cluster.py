@@ -20,7 +20,7 @@ DESCRIBE_TOPICS = (
 )
 DESCRIBE_GROUP = (
     "\nGROUP  TOPIC  PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  CONSUMER-ID  HOST  CLIENT-ID\n"
-    "g1     t1     1          26              26              0    -            -     -\n"
+    "g1     t1     1          26              26              0    app-1-4f1e   /10.0.0.7  app-1\n"
     "g1     t1     2          -               24              -    -            -     -\n"
 )
 
@@ -33,7 +33,7 @@ def test_tool_tables_parse_into_rows():
     ]
     groups = kafka_tools.parse_describe_group(DESCRIBE_GROUP)
     assert groups == [
-        kafka_tools.GroupRow("g1", "t1", 1, 26, 26, 0),
+        kafka_tools.GroupRow("g1", "t1", 1, 26, 26, 0, "/10.0.0.7", "app-1"),
         kafka_tools.GroupRow("g1", "t1", 2, None, 24, None),
     ]
     assert render({"node.id": 1, "log.dirs": "/d"}) == "node.id=1\nlog.dirs=/d\n"

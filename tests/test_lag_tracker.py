@@ -11,6 +11,7 @@ from common.names import (
     GROUP_COMMITTED_OFFSET,
     GROUP_INFO,
     GROUP_MEMBERS,
+    GROUP_PARTITION_MEMBER,
     PARTITION_END_OFFSET,
     PARTITION_START_OFFSET,
 )
@@ -195,3 +196,24 @@ def test_burrows_window_of_a_partition_is_its_oldest_and_newest_commit_and_how_f
     (p,) = tracker.evaluate().partitions
     # (offset, seen at ms, lag then): 100 - 50 at 10 s and 300 - 190 at 30 s; 3 of 4 commits held
     assert (p.start, p.end, p.complete) == ((50, 10_000, 50), (190, 30_000, 110), 3 / 4)
+
+
+def test_a_partitions_member_is_served_and_named_in_its_history_row_as_burrow_names_it():
+    analysis = LagAnalysis()
+    analysis.observe([
+        Observation(PARTITION_END_OFFSET, "c", "admin/offsets", {"topic": "t", "partition": p}, 10, 100, None)
+        for p in ("0", "1")
+    ] + [
+        group_sample(GROUP_COMMITTED_OFFSET, 10, "billing", 90, topic="t", partition=p) for p in ("0", "1")
+    ] + [
+        group_sample(GROUP_PARTITION_MEMBER, 10, "billing", 1, topic="t", partition="0", client_id="app-1",
+                     host="/10.0.0.7"),
+    ])  # fmt: skip
+    evaluation = analysis.evaluate()
+    rows = {row["partition"]: row for row in evaluation.history}
+    assert (rows["0"]["client_id"], rows["0"]["owner"]) == ("app-1", "/10.0.0.7")
+    assert "owner" not in rows["1"]  # no member: Burrow's empty owner
+    members = [m for m in evaluation.metrics if m.name == "kobs_consumergroup_partition_member"]
+    assert members == [
+        ("kobs_consumergroup_partition_member", ("c", "billing", "t", "0", "app-1", "/10.0.0.7"), 1)
+    ]

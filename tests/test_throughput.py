@@ -8,7 +8,7 @@ import math
 import pytest
 from sim_scrape import scrape_simulation
 
-from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES
+from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES, MESSAGES_IN
 from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.rates import CounterRates, increase
@@ -156,3 +156,30 @@ def test_rf1_incident_in_the_simulator_rates_stored_bytes_and_runway_match_the_s
     assert got["kobs_broker_disk_runway_days", "0"] == pytest.approx(
         (1e12 - 29 * 6_000 * 1024) / growth_per_day
     )
+
+
+def test_topic_counters_sum_their_brokers_increases_across_a_restart_and_leave_with_the_topic():
+    analysis = ThroughputAnalysis(stale_s=300)
+    points = [  # (t, broker, bytes in, messages in) of topic orders
+        (0, "1", 100, 10), (0, "2", 1000, 40),
+        (60, "1", 400, 13), (60, "2", 1600, 46),
+        (120, "1", 50, 2),  # broker 1 restarted: its counters began again from 0
+    ]  # fmt: skip
+    for t, broker, nbytes, messages in points:
+        analysis.observe([
+            sample(BYTES_IN, t, nbytes, broker=broker, topic="orders"),
+            sample(MESSAGES_IN, t, messages, broker=broker, topic="orders"),
+        ])  # fmt: skip
+    analysis.observe(
+        [sample(BYTES_IN, 60, 400, broker="1", topic="orders")]
+    )  # a replayed scrape adds nothing
+    m = metrics_of(analysis)
+    # broker 1: +300, then the reset: +50; broker 2: +600. Messages: +3 +2, +6
+    assert m["kobs_topic_bytes_in_total", "prod", "orders"] == 300 + 50 + 600
+    assert m["kobs_topic_messages_in_total", "prod", "orders"] == 3 + 2 + 6
+    assert ("kobs_topic_bytes_out_total", "prod", "orders") not in m  # no bytes-out counter reported
+    # the topic is deleted: no broker reports it for stale_s (while another topic keeps the clock going)
+    analysis.observe([sample(BYTES_IN, 421, 5, broker="1", topic="payments")])
+    m = metrics_of(analysis)
+    assert ("kobs_topic_bytes_in_total", "prod", "orders") not in m
+    assert m["kobs_topic_bytes_in_total", "prod", "payments"] == 0  # counts from its second point on

@@ -110,6 +110,7 @@ class Seen:
         self.isr: dict[int, int] = {}
         self.leader: dict[int, int] = {}
         self.replicas: dict[int, int] = {}
+        self.preferred: dict[int, int] = {}
 
     def scrape(self) -> Seen:
         scrape = self.source.collect()
@@ -121,6 +122,7 @@ class Seen:
                     names.PARTITION_ISR: self.isr,
                     names.PARTITION_LEADER: self.leader,
                     names.PARTITION_REPLICAS: self.replicas,
+                    names.PARTITION_PREFERRED_LEADER: self.preferred,
                 }[sample.name]
                 table[int(sample.labels["partition"])] = int(sample.value)
         return self
