@@ -16,12 +16,12 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from waiting import wait_for
 
 from collectors.zookeeper_isr import ZooKeeperIsrSource
 from common import names
 from peers import kafka_tools
 from peers.kafka import KafkaCluster
-from peers.process import PeerError
 
 pytestmark = pytest.mark.peers
 
@@ -69,20 +69,6 @@ def source(zookeeper, cluster):
     started = ZooKeeperIsrSource("zk", zookeeper.connect + CHROOT, full_diff_s=3600).start()
     yield started
     started.stop()
-
-
-def until(check, timeout_s: float, every_s: float = 0.2):
-    """Poll ``check()`` until it returns something truthy; that value, or the last one at the deadline. A
-    tool failing while the cluster moves (a request to a dead broker timing out) counts as not yet."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            found = check()
-        except PeerError:
-            found = None
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(every_s)
 
 
 def create_topic(cluster, name: str, assignment: list[list[int]]) -> None:
@@ -156,7 +142,7 @@ def rows_when(ok, cluster, topic: str, *options: str) -> dict[int, kafka_tools.P
         rows = rows_of(cluster, topic, *options)
         return rows if ok(rows) else None
 
-    return until(check, 30)
+    return wait_for(check, 30)
 
 
 def state_mtime_ms(znodes, topic: str, partition: int) -> int:
@@ -179,7 +165,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_as_the_source_reports_at_o
     a, b = (i for i in (1, 2, 3) if i != paused)
     create_topic(cluster, "zk-pause", [[a, b, paused], [b, a, paused]])
     # a new topic's followers may fall out of the ISR once on a loaded machine: start from a full one
-    full = until(lambda: all(len(state_isr(znodes, "zk-pause", p)) == 3 for p in (0, 1)), 60)
+    full = wait_for(lambda: all(len(state_isr(znodes, "zk-pause", p)) == 3 for p in (0, 1)), 60)
     assert full, "the new topic's ISR never became full"
     seen = Seen(source, "zk-pause").scrape()  # the baseline and the watches
     assert (seen.replicas, seen.isr, seen.leader) == ({0: 3, 1: 3}, {0: 3, 1: 3}, {0: a, 1: b})
@@ -187,7 +173,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_as_the_source_reports_at_o
     paused_at = time.time()
     cluster.pause(paused)
     try:
-        until(lambda: seen.scrape().isr == {0: 2, 1: 2}, INCIDENT_S)
+        wait_for(lambda: seen.scrape().isr == {0: 2, 1: 2}, INCIDENT_S)
         under = rows_when(lambda rows: len(rows) == 2, cluster, "zk-pause", "--under-replicated-partitions")
         seen.scrape()
     finally:
@@ -211,7 +197,7 @@ def test_a_paused_follower_leaves_the_isr_and_rejoins_as_the_source_reports_at_o
     print(f"shrink reported {shrunk_after_s:.1f} s after the pause, {max(lags_ms)} ms after the write")
 
     seen.events.clear()
-    until(lambda: seen.scrape().isr == {0: 3, 1: 3}, RESUME_S)
+    wait_for(lambda: seen.scrape().isr == {0: 3, 1: 3}, RESUME_S)
     assert seen.isr == {0: 3, 1: 3}, f"no expand reported within {RESUME_S} s of the resume"
     expands = {e.fields["partition"]: e.fields for e in seen.isr_changes()}
     assert {p: (c["change"], sorted(c["new_isr"])) for p, c in expands.items()} == {
@@ -233,11 +219,11 @@ def test_a_killed_controller_is_replaced_and_the_source_reports_the_failover(clu
     jmx = kafka_tools.jmx_values(cluster.nodes[old].jmx_address, ACTIVE_CONTROLLER)
     assert jmx == {f"{ACTIVE_CONTROLLER}:Value": 1.0}
     seen = Seen(source, "-")
-    assert until(lambda: seen.scrape().controllers(), 10) == [(old, epoch)]  # the first one, at start
+    assert wait_for(lambda: seen.scrape().controllers(), 10) == [(old, epoch)]  # the first one, at start
 
     killed_at = time.time()
     cluster.kill(old)
-    until(lambda: seen.scrape().controllers()[-1][0] not in (old, -1), INCIDENT_S)
+    wait_for(lambda: seen.scrape().controllers()[-1][0] not in (old, -1), INCIDENT_S)
     new, new_epoch = seen.controllers()[-1]
     assert new not in (old, -1), f"no new controller reported within {INCIDENT_S} s of the kill"
     assert (new, new_epoch) == controller(znodes) and new_epoch == epoch + 1
@@ -262,7 +248,7 @@ def test_a_killed_broker_takes_its_replication_factor_1_partitions_offline(clust
 
     killed_at = time.time()
     cluster.kill(victim)
-    until(lambda: seen.scrape().leader == {0: -1, 1: broker_id, 2: -1, 3: broker_id}, INCIDENT_S)
+    wait_for(lambda: seen.scrape().leader == {0: -1, 1: broker_id, 2: -1, 3: broker_id}, INCIDENT_S)
     assert seen.leader == {0: -1, 1: broker_id, 2: -1, 3: broker_id}, f"not offline within {INCIDENT_S} s"
     offline = rows_when(lambda rows: len(rows) == 2, cluster, "zk-rf1", "--unavailable-partitions")
     assert {p: r.leader for p, r in offline.items()} == {0: -1, 2: -1}
