@@ -21,7 +21,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -264,10 +264,10 @@ def _stop(query: StreamingQuery) -> None:
     the peers do."""
     try:
         query.stop()
+    except Py4JJavaError as exc:  # a Java exception (Spark's TimeoutException): the JVM is alive
+        log.warning("the query did not stop within %d s (%s); leaving it", STOP_TIMEOUT_S, _first_line(exc))
     except (Py4JError, ConnectionError):
         raise  # the JVM is gone: run_stream decides
-    except Exception as exc:  # Spark's TimeoutException, as whatever py4j makes of it
-        log.warning("the query did not stop within %d s (%s); leaving it", STOP_TIMEOUT_S, _first_line(exc))
 
 
 def _first_line(exc: Exception) -> str:

@@ -146,9 +146,11 @@ def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, k
 
 
 def test_kobs_stream_rides_out_its_topic_deleted_and_created_again(spark, kafka_cluster, tmp_path):
-    """The metrics topic dropped under a running ``kobs stream`` (an operator's mistake): Spark's source fails
-    the query (Kafka answers UNKNOWN_TOPIC_OR_PARTITION); kobs starts it again from its checkpoint and reads
-    the topic created again, from the checkpoint's offset on (records below it are skipped, as documented)."""
+    """The metrics topic dropped under a running ``kobs stream`` (an operator's mistake): the query loop lives
+    on and reads the topic created again from the checkpoint's offset on (records below it are skipped, as
+    documented). Whether Spark's source failed the query on the way (Kafka answers UNKNOWN_TOPIC_OR_PARTITION
+    to a micro-batch planned while the topic is gone; kobs then starts it again from its checkpoint) depends
+    on when its trigger fell: both happened here, with the same records read."""
     topic = create_topic(kafka_cluster, 1)
     config = config_for(tmp_path, topic, kafka_cluster.bootstrap, per_batch=10)
     jobs, stop = pipeline(config), threading.Event()
@@ -163,7 +165,9 @@ def test_kobs_stream_rides_out_its_topic_deleted_and_created_again(spark, kafka_
         create_topic(kafka_cluster, 1, topic)
         produce(kafka_cluster, topic, [(0, scrape("b", 3000 + i, 1)) for i in range(4)])  # offsets 0 to 3
         _wait_until(lambda: jobs.health.input_records == 4, runner)  # offsets 2 and 3
-        assert jobs.health.query_restarts >= 1
+        time.sleep(3)  # a record read twice or one below the checkpoint would come in the next batches
+        assert jobs.health.input_records == 4
+        assert jobs.health.last_seen_s["prod", "b"] == 3.003  # the last record, offset 3
     finally:
         stop.set()
         runner.join(60)
