@@ -17,9 +17,13 @@ import pandas as pd
 
 from alerts.thresholds import shipped_line
 from app.alertmanager import Firing
-from common.metrics import GROUP_STATUS
+from common.metrics import GROUP_STATUS, GROUP_STATUS_COLOURS
 
 STATUS_NAME = {code: name for name, code in GROUP_STATUS.items()}
+# A status cell's colour, as the dashboards colour the same states (a healthy flag: True green, False red).
+STATUS_COLOURS = GROUP_STATUS_COLOURS | {
+    "ok": "green", "at risk": "orange", "blocked": "red", "unknown": "grey",
+}  # fmt: skip
 AT_RISK_S = shipped_line("KafkaProducerAtRisk", "kobs_producer_time_to_block_seconds").value  # 5 minutes
 RUNWAY_LOW_DAYS = shipped_line("KafkaDiskRunwayLow", "kobs_broker_disk_runway_days").value  # 7 days
 # Partition states timed per topic, for the header's "since when": words -> seconds in that state.
@@ -113,6 +117,13 @@ def controller_verdict(active: float | None) -> tuple[bool, str]:
     if active == 0:
         return False, "no active controller: leader elections cannot happen"
     return False, f"{active:.0f} brokers claim to be controller (split brain)"
+
+
+def status_colour(value: object) -> str | None:
+    """The colour of a status cell (``STATUS_COLOURS``); None for a value that is no status."""
+    if isinstance(value, bool | np.bool_):
+        return "green" if value else "red"
+    return STATUS_COLOURS.get(value) if isinstance(value, str) else None
 
 
 def topic_health(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

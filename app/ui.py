@@ -85,6 +85,19 @@ def instant(prom: PrometheusClient, config: Config, expr: str, metric: str) -> p
     return frame
 
 
+CELL_BACKGROUNDS = {"green": "#d4edda", "orange": "#ffe8b3", "red": "#f8d7da", "grey": "#e2e3e5"}
+
+
+def coloured(table: pd.DataFrame, *columns: str) -> pd.io.formats.style.Styler:
+    """``table`` for ``st.dataframe`` with its status ``columns`` on the background of their colour."""
+
+    def background(value: object) -> str:
+        colour = live.status_colour(value)
+        return f"background-color: {CELL_BACKGROUNDS[colour]}" if colour else ""
+
+    return table.style.map(background, subset=[c for c in columns if c in table.columns])
+
+
 def window_seconds(key: str) -> int:
     """A time-window picker; returns seconds."""
     return WINDOWS[st.selectbox("Window", list(WINDOWS), index=1, key=key)]

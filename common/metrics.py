@@ -15,6 +15,10 @@ from dataclasses import dataclass
 # (``kobs_consumergroup_partition_status``); a group is OK, WARN or ERR (``kobs_consumergroup_status``),
 # ERR when any partition is STOP, STALL or REWIND, as Burrow caps a group's status at ERR.
 GROUP_STATUS = {"OK": 0, "WARN": 1, "ERR": 2, "STOP": 3, "STALL": 4, "REWIND": 5}
+# How dashboards and the app colour those statuses: WARN is a lag that keeps growing; the rest is trouble.
+GROUP_STATUS_COLOURS = {
+    "OK": "green", "WARN": "orange", "ERR": "red", "STOP": "red", "STALL": "red", "REWIND": "red",
+}  # fmt: skip
 # Why ISRs flap (``kobs_cluster_isr_flapping_cause``): nothing flaps, one broker behind most flaps, many.
 FLAPPING_CAUSE = {"none": 0, "one_broker": 1, "many_brokers": 2}
 

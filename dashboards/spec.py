@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from common.metrics import FLAPPING_CAUSE, GROUP_STATUS
+from common.metrics import FLAPPING_CAUSE, GROUP_STATUS, GROUP_STATUS_COLOURS
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,8 @@ PARTITION_STATES = (
     ("offline", "offline", "KafkaOfflinePartitions"),
 )
 
-# Burrow's partition statuses: WARN is a lag that keeps growing; STOP, STALL and REWIND are stuck consumers.
-PARTITION_STATUS_COLOURS = {"OK": "green", "WARN": "orange", "STOP": "red", "STALL": "red", "REWIND": "red"}
+# Burrow's partition statuses (ERR is a group's only): STOP, STALL and REWIND are stuck consumers.
+PARTITION_STATUS_COLOURS = {s: c for s, c in GROUP_STATUS_COLOURS.items() if s != "ERR"}
 
 # Collector sources are labelled "<cluster>/<source>": filter them on the cluster variable.
 SOURCE = '{source=~"$cluster/.*"}'

@@ -1,4 +1,5 @@
-"""The live pages' pure shaping (app/live.py): verdicts, tables and the regression, without Streamlit."""
+"""The live pages' pure shaping (app/live.py): verdicts, tables and the regression, without a Streamlit
+server (the status colouring's pandas Styler from app/ui.py included)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from app import live
+from app import live, ui
 from app.alertmanager import Firing
 
 # Anscombe's quartet, data set I (Anscombe 1973): published fit y = 3.00 + 0.500 x, r = 0.816.
@@ -249,3 +250,18 @@ def test_the_canary_table_puts_brokers_losing_messages_first_with_latencies_in_w
     assert math.isnan(table["delivered"].iloc[2])  # no message was due: unknown, not 0% or 100%
     assert list(table["end-to-end p99"]) == ["5 s", "12 ms", "unknown"]
     assert list(table["produce p99"]) == ["500 ms", "4 ms", "unknown"]
+
+
+def test_status_cells_take_the_colour_of_their_severity_and_other_cells_none():
+    # Burrow's severities: OK healthy, WARN a lag still growing, the rest a consumer in trouble
+    burrow = {"OK": "green", "WARN": "orange", "ERR": "red", "STOP": "red", "STALL": "red", "REWIND": "red"}
+    assert {status: live.status_colour(status) for status in burrow} == burrow
+    assert [live.status_colour(s) for s in ("ok", "at risk", "blocked", "unknown")] == [
+        "green", "orange", "red", "grey",
+    ]  # fmt: skip
+    assert [live.status_colour(v) for v in (True, False, "orders", 3)] == ["green", "red", None, None]
+    table = pd.DataFrame({"group": ["OK", "etl"], "status": ["OK", "STALL"], "healthy": [True, False]})
+    styles = ui.coloured(table, "status", "healthy", "absent")._compute().ctx
+    assert dict(styles[0, 1]) == {"background-color": ui.CELL_BACKGROUNDS["green"]}
+    assert dict(styles[1, 1]) == dict(styles[1, 2]) == {"background-color": ui.CELL_BACKGROUNDS["red"]}
+    assert (0, 0) not in styles  # a group named like a status is not a status

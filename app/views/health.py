@@ -87,7 +87,7 @@ def topics(config: Config, prom: PrometheusClient) -> None:
         st.success("Every partition has a leader and a full ISR.")
     else:
         st.error(f"Topics in trouble: {', '.join(trouble['topic'])}")
-    st.dataframe(table, hide_index=True)
+    st.dataframe(ui.coloured(table, "healthy"), hide_index=True)
 
 
 def incidents(prom: PrometheusClient, seconds: int) -> None:

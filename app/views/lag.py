@@ -40,7 +40,7 @@ def groups_now(config: Config, prom: PrometheusClient) -> None:
     cols[1].metric("Groups not OK", int((table["status"] != "OK").sum()))
     worst = frames["lag_s"]["value"].max() if len(frames["lag_s"]) else None
     cols[2].metric("Worst lag", live.duration_text(worst))
-    st.dataframe(table, hide_index=True)
+    st.dataframe(ui.coloured(table, "status"), hide_index=True)
 
 
 def history(config: Config) -> None:
@@ -58,7 +58,7 @@ def history(config: Config) -> None:
     newest = newest.assign(partition=newest["partition"].astype(int)).sort_values(["topic", "partition"])
     newest = newest.assign(lag=newest["lag_seconds"].map(live.duration_text))
     columns = ["topic", "partition", "status", "lag_messages", "lag", "lost_messages", "committed"]
-    st.dataframe(newest[[*columns, "end_offset"]], hide_index=True)
+    st.dataframe(ui.coloured(newest[[*columns, "end_offset"]], "status"), hide_index=True)
 
 
 ui.live_page("Consumer lag", render)

@@ -32,7 +32,7 @@ def render(config: Config, prom: PrometheusClient) -> None:
         when = "send() is blocking now" if row["state"] == "blocked" else f"blocks in {row['blocks in']}"
         say(f"{row['cluster']}/{row['client_id']}: {when}")
     st.dataframe(
-        table[["cluster", "client_id", "state", "blocks in", "buffer_used"]],
+        ui.coloured(table[["cluster", "client_id", "state", "blocks in", "buffer_used"]], "state"),
         hide_index=True,
         column_config={"buffer_used": st.column_config.ProgressColumn("buffer used", format="percent")},
     )
