@@ -52,6 +52,12 @@ BROKER_QUERIES = (
     "kafka.network:type=RequestMetrics,name=RequestsPerSec,*/Count",
     "kafka.network:type=RequestMetrics,name=ErrorsPerSec,*/Count",
     "kafka.network:type=RequestMetrics,name=TotalTimeMs,*/Mean",
+    "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent/OneMinuteRate",
+    "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent/Value",
+    "java.lang:type=OperatingSystem/ProcessCpuTime",
+    "java.lang:type=Memory/HeapMemoryUsage",
+    "java.lang:type=GarbageCollector,*/CollectionCount",
+    "java.lang:type=GarbageCollector,*/CollectionTime",
 )
 PRODUCER_QUERIES = ("kafka.producer:type=producer-metrics,*",)  # every attribute
 
@@ -112,15 +118,38 @@ class Reading(NamedTuple):
     value: object
 
 
+def jvm_series(reading: Reading, value: float) -> Series | None:
+    """A ``java.lang`` reading as the JMX exporter's JVM collectors serve it: CPU time in seconds, heap
+    used and max in bytes (``area="heap"``), GC collections and their time in seconds (``gc``); None for
+    the rest (a heap without a maximum reports -1)."""
+    _, keys = parse_object_name(reading.bean)
+    kind, attribute, key = keys.get("type"), reading.attribute, reading.attribute_key
+    if kind == "OperatingSystem" and attribute == "ProcessCpuTime":
+        return "process_cpu_seconds_total", {}, value / 1e9
+    if kind == "Memory" and attribute == "HeapMemoryUsage" and key in ("used", "max") and value >= 0:
+        return f"jvm_memory_bytes_{key}", {"area": "heap"}, value
+    if kind == "GarbageCollector" and attribute == "CollectionCount":
+        return "jvm_gc_collection_seconds_count", {"gc": keys.get("name", "")}, value
+    if kind == "GarbageCollector" and attribute == "CollectionTime":
+        return "jvm_gc_collection_seconds_sum", {"gc": keys.get("name", "")}, value / 1e3
+    return None
+
+
 def jmx_series(readings: Iterable[Reading]) -> list[Series]:
     """Exporter-style series of query readings; non-numeric attributes (``RateUnit``, ...) are left out."""
     series = []
     for reading in readings:
         value = reading.value
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            attribute = reading.attribute + (f"_{reading.attribute_key}" if reading.attribute_key else "")
-            name, labels = series_name(reading.bean, attribute)
-            series.append((name, labels, float(value)))
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if reading.bean.startswith("java.lang:"):
+            jvm = jvm_series(reading, float(value))
+            if jvm is not None:
+                series.append(jvm)
+            continue
+        attribute = reading.attribute + (f"_{reading.attribute_key}" if reading.attribute_key else "")
+        name, labels = series_name(reading.bean, attribute)
+        series.append((name, labels, float(value)))
     return series
 
 

@@ -37,6 +37,18 @@ DEFAULT_MAPPING: dict[str, str] = {
     "kafka_network_requestmetrics_requests_total": names.REQUESTS,
     "kafka_network_requestmetrics_errors_total": names.REQUEST_ERRORS,
     "kafka_network_requestmetrics_totaltimems_mean": names.REQUEST_TIME_MS,
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_oneminuterate": (
+        names.REQUEST_HANDLER_IDLE
+    ),
+    "kafka_network_socketserver_networkprocessoravgidlepercent": names.NETWORK_PROCESSOR_IDLE,
+    # the JMX exporter's JVM collectors (0.x names, then 1.x where they differ)
+    "process_cpu_seconds_total": names.PROCESS_CPU_SECONDS,
+    "jvm_memory_bytes_used": names.JVM_MEMORY_USED_BYTES,
+    "jvm_memory_used_bytes": names.JVM_MEMORY_USED_BYTES,
+    "jvm_memory_bytes_max": names.JVM_MEMORY_MAX_BYTES,
+    "jvm_memory_max_bytes": names.JVM_MEMORY_MAX_BYTES,
+    "jvm_gc_collection_seconds_sum": names.JVM_GC_SECONDS,
+    "jvm_gc_collection_seconds_count": names.JVM_GC_COLLECTIONS,
     "kafka_producer_producer_metrics_buffer_available_bytes": names.PRODUCER_BUFFER_AVAILABLE_BYTES,
     "kafka_producer_producer_metrics_buffer_total_bytes": names.PRODUCER_BUFFER_TOTAL_BYTES,
     "kafka_producer_producer_metrics_bufferpool_wait_ratio": names.PRODUCER_BUFFERPOOL_WAIT_RATIO,
@@ -58,6 +70,8 @@ LABELS = {
     "version": "version",  # RequestsPerSec is per request version: keep them apart, readers sum
     "client_id": "client_id",
     "clientId": "client_id",
+    "area": "area",  # JVM memory: heap or nonheap
+    "gc": "gc",  # the garbage collector's name
 }
 
 

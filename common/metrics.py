@@ -62,6 +62,12 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "Messages the group lost to retention: log start minus committed offset when below it, else 0.",
     ),
     _m(
+        "kobs_consumergroup_committed_offset",
+        "gauge",
+        "cluster group topic partition",
+        "The group's last committed offset on the partition (the next message it will read).",
+    ),
+    _m(
         "kobs_consumergroup_status",
         "gauge",
         "cluster group",
@@ -194,6 +200,40 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "Brokers that claim to be the active controller.",
     ),
     _m("kobs_unclean_leader_elections_total", "counter", "cluster", "Unclean leader elections seen."),
+    # Broker resources and requests (1-minute rates of the broker's JVM and request meters).
+    _m("kobs_broker_cpu_cores", "gauge", "cluster broker", "CPU cores the broker's process used."),
+    _m("kobs_broker_heap_used_bytes", "gauge", "cluster broker", "JVM heap in use."),
+    _m("kobs_broker_heap_max_bytes", "gauge", "cluster broker", "JVM heap maximum (-Xmx)."),
+    _m(
+        "kobs_broker_gc_time_ratio",
+        "gauge",
+        "cluster broker",
+        "Share of time the JVM's garbage collectors ran (all collectors summed).",
+    ),
+    _m(
+        "kobs_broker_request_handler_idle_ratio",
+        "gauge",
+        "cluster broker",
+        "Share of time the request handler threads waited for work (1-minute average); near 0 saturated.",
+    ),
+    _m(
+        "kobs_broker_network_processor_idle_ratio",
+        "gauge",
+        "cluster broker",
+        "Share of time the network processor threads waited for work; near 0 saturated.",
+    ),
+    _m(
+        "kobs_broker_requests_per_second",
+        "gauge",
+        "cluster broker request",
+        "Requests of each type the broker received per second (all versions).",
+    ),
+    _m(
+        "kobs_broker_request_errors_per_second",
+        "gauge",
+        "cluster broker request",
+        "Responses of each request type with an error code other than NONE, per second.",
+    ),
     # Throughput versus stored data, capacity.
     _m(
         "kobs_topic_bytes_in_per_second",

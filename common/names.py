@@ -25,6 +25,18 @@ OFFLINE_LOG_DIRS = "kafka_broker_offline_log_dirs"
 REQUESTS = "kafka_request_total"  # labels: request, version (Kafka counts per request version)
 REQUEST_ERRORS = "kafka_request_errors_total"  # labels: request, error
 REQUEST_TIME_MS = "kafka_request_time_ms_mean"  # labels: request
+# Shares of time the broker's request handler threads (KafkaRequestHandlerPool, last minute) and network
+# processor threads (SocketServer) spent waiting for work: 1 is idle, near 0 saturated.
+REQUEST_HANDLER_IDLE = "kafka_broker_request_handler_idle_ratio"
+NETWORK_PROCESSOR_IDLE = "kafka_broker_network_processor_idle_ratio"
+
+# A JVM's own beans (``java.lang``) under the names the JMX exporter's JVM collectors use, in seconds and
+# bytes; label ``broker`` on a broker's, plus ``area`` ("heap") on memory and ``gc`` (the collector) on GC.
+PROCESS_CPU_SECONDS = "jvm_process_cpu_seconds_total"
+JVM_MEMORY_USED_BYTES = "jvm_memory_used_bytes"
+JVM_MEMORY_MAX_BYTES = "jvm_memory_max_bytes"
+JVM_GC_SECONDS = "jvm_gc_collection_seconds_total"
+JVM_GC_COLLECTIONS = "jvm_gc_collections_total"
 
 # Per replica, from the broker's log beans; labels ``broker``, ``topic``, ``partition``. A replica's log end
 # offset is not the partition's end offset consumers read to: a leader's runs ahead of the high watermark

@@ -157,6 +157,70 @@ CLUSTER_HEALTH = DashboardSpec(
             ),
         ),
         (
+            "Broker resources and requests",
+            (
+                Panel(
+                    "CPU cores used",
+                    by("cluster, broker", "max", "kobs_broker_cpu_cores", *C),
+                    "CPU the broker's process used, in cores (1 = one core busy all the time). A broker "
+                    "near its machine's core count is CPU-bound: compression, TLS or too many small "
+                    "requests.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Heap used",
+                    f"{by('cluster, broker', 'max', 'kobs_broker_heap_used_bytes', *C)}"
+                    f" / {by('cluster, broker', 'max', 'kobs_broker_heap_max_bytes', *C)}",
+                    "JVM heap in use as a share of -Xmx. It saws up and down with each collection; only a "
+                    "floor that keeps rising after old-generation collections is a problem.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Time in garbage collection",
+                    by("cluster, broker", "max", "kobs_broker_gc_time_ratio", *C),
+                    "Share of the last minute the JVM's collectors ran. A few percent is normal; long "
+                    "pauses show as ISR shrinks and request latency at the same time.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Request handler threads idle",
+                    by("cluster, broker", "min", "kobs_broker_request_handler_idle_ratio", *C),
+                    "Share of time the request handlers (num.io.threads) waited for work. Near 1 is idle; "
+                    "below about 20-30% the broker is short of handler threads, disk or CPU, and requests "
+                    "queue.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Network processor threads idle",
+                    by("cluster, broker", "min", "kobs_broker_network_processor_idle_ratio", *C),
+                    "Share of time the network threads (num.network.threads) waited for work; low values "
+                    "mean sockets wait to be read or written.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Requests per second by type",
+                    by("cluster, request", "sum", "kobs_broker_requests_per_second", *C),
+                    "Requests the brokers received per second, by API (Produce, Fetch, Metadata, ...), "
+                    "followers' fetches included.",
+                    unit="reqps",
+                    legend="{{cluster}} {{request}}",
+                ),
+                Panel(
+                    "Request errors per second by type",
+                    by("cluster, request", "sum", "kobs_broker_request_errors_per_second", *C),
+                    "Responses with an error code, by API: 0 while everything succeeds. NOT_LEADER_OR_"
+                    "FOLLOWER bursts follow leadership moves; steady errors are clients or brokers in "
+                    "trouble.",
+                    unit="reqps",
+                    legend="{{cluster}} {{request}}",
+                ),
+            ),
+        ),
+        (
             "Replication",
             (
                 Panel(
@@ -424,6 +488,15 @@ CONSUMER_LAG = DashboardSpec(
                     by("cluster, group", "max", "kobs_consumergroup_members", "cluster", "group"),
                     "Consumers in each group, as its coordinator reports. A group with lag and 0 members "
                     "has nobody consuming; a count that keeps changing is a group that keeps rebalancing.",
+                    legend="{{cluster}}/{{group}}",
+                ),
+                Panel(
+                    "Messages consumed per second by group",
+                    "sum by (cluster, group) (deriv("
+                    f"{sel('kobs_consumergroup_committed_offset', *CG)}[5m]))",
+                    "How fast each group's committed offsets move forward, summed over its partitions: its "
+                    "consume rate (a negative dip is a group that reset its offsets backwards).",
+                    unit="ops",
                     legend="{{cluster}}/{{group}}",
                 ),
                 Panel(

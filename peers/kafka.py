@@ -119,6 +119,7 @@ class KafkaNode(ManagedProcess):
         secure_ports: Mapping[str, int] | None = None,
     ):
         self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
+        self.heap = heap  # -Xmx
         self.secure_ports = dict(secure_ports or {})  # secure listener name -> port (secure clusters)
         self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"
         self.config_path = Path(run_dir) / f"kafka-{node_id}.properties"

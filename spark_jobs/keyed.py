@@ -2,7 +2,7 @@
 
 Pure (no Spark). Every analysis keeps its state per cluster and computes every metric within one cluster, so
 an analysis fed one cluster's observations gives exactly that cluster's part of the answers of an analysis
-fed them all: ``(table, cluster)`` is the finest key that is exact for all five analyses. The streaming
+fed them all: ``(table, cluster)`` is the finest key that is exact for all six analyses. The streaming
 query advances each key on the executors, holding its state in Spark's state store
 (``spark_jobs.stateful``); the one-process reference (``Pipeline.feed``) advances the same keys with the
 same function, so the two paths give the same answers.

@@ -43,6 +43,7 @@ PARTITION_GAUGES: dict[str, Callable[[PartitionLag], float]] = {
     "kobs_consumergroup_lag_seconds": lambda p: p.lag_seconds,
     "kobs_consumergroup_partition_status": lambda p: GROUP_STATUS[p.status],
     "kobs_consumergroup_lost_messages": lambda p: p.lost_messages,
+    "kobs_consumergroup_committed_offset": lambda p: p.committed,
 }
 GROUP_GAUGES: dict[str, Callable[[GroupLag], float | None]] = {
     "kobs_consumergroup_status": lambda g: GROUP_STATUS[g.status],

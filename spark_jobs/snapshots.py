@@ -32,7 +32,7 @@ STATE_MODULES = frozenset(
     f"spark_jobs.{name}"
     for name in (
         "analysis", "lag", "lag_tracker", "lag_status", "replication", "isr_ledger", "flapping",
-        "throughput", "rates", "producers", "pipeline_health",
+        "throughput", "rates", "producers", "pipeline_health", "brokers",
     )
 )  # fmt: skip
 CONTAINERS = {

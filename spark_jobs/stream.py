@@ -30,6 +30,7 @@ from common import jars
 from common.config import Config, ConfigError
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
+from spark_jobs.brokers import BrokerResourceAnalysis
 from spark_jobs.burrow import BurrowApi
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
@@ -64,6 +65,7 @@ def analyses(config: Config) -> list[Analysis]:
             {(c.name, p.client_id): p.topics for c in config.clusters for p in c.producers},
             client_stale_s=3 * intervals.producers_s,
         ),
+        BrokerResourceAnalysis(stale_s=3 * intervals.metrics_s),
     ]
 
 

@@ -28,6 +28,7 @@ LABEL_VALUES = {
     "bound": "max_series",
     "state": "stable",
     "host": "/127.0.0.1",
+    "request": "Produce",
 }
 
 # A healthy cluster: no alert rule may fire on these values.
@@ -57,6 +58,12 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_source_last_seen_timestamp_seconds": time.time,
     "kobs_pipeline_batch_lag_seconds": 3,
     "kobs_pipeline_batch_duration_seconds": 1.5,
+    "kobs_broker_cpu_cores": 0.4,
+    "kobs_broker_heap_used_bytes": 3e8,
+    "kobs_broker_heap_max_bytes": 1e9,
+    "kobs_broker_request_handler_idle_ratio": 0.9,
+    "kobs_broker_network_processor_idle_ratio": 0.95,
+    "kobs_broker_requests_per_second": 120,
 }
 
 

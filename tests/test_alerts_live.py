@@ -161,6 +161,22 @@ def _query(stack: EmbeddedStack, expr: str) -> dict[str, float]:
     }
 
 
+BROKER_RESOURCES = (
+    "kobs_broker_cpu_cores", "kobs_broker_heap_used_bytes", "kobs_broker_heap_max_bytes",
+    "kobs_broker_gc_time_ratio", "kobs_broker_request_handler_idle_ratio",
+    "kobs_broker_network_processor_idle_ratio",
+)  # fmt: skip
+
+
+def _broker_resources(stack: EmbeddedStack) -> set[str]:
+    """The demo cluster's brokers with a value for every broker resource gauge."""
+    brokers = [
+        {r["metric"]["broker"] for r in stack.prometheus.query(f'{m}{{job="kobs-exporter",cluster="demo"}}')}
+        for m in BROKER_RESOURCES
+    ]
+    return set.intersection(*brokers)
+
+
 # The pages a killed leader of replication-factor-1 partitions and a hung follower cause (docs/peers.md):
 # the producer blocks (at risk first), its partitions go offline, URP on every topic the node holds, the
 # node down for a minute, and the returning node's election counted as unclean by the controller (KIP-966).
@@ -192,6 +208,16 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         stack.start(progress=lambda _step: None)
         player = Player(stack, out=lines.append, wait_s=240)
         assert _wait_for(player.pipeline_live, timeout_s=240), "the pipeline never showed the producer"
+        # The broker resource panels' data, from the real nodes' JMX through kobs collect and kobs stream:
+        # every node's CPU, heap and thread pools, and the requests Kafka itself must be serving now
+        # (the followers' fetches of replication, the producer's produce requests), none failing yet.
+        assert _wait_for(lambda: _broker_resources(stack) == {"1", "2", "3"}, timeout_s=120)
+        requests = {
+            (r["metric"]["broker"], r["metric"]["request"]): float(r["value"][1])
+            for r in stack.prometheus.query('kobs_broker_requests_per_second{job="kobs-exporter"}')
+        }
+        assert all(requests.get((b, "Fetch"), 0) > 0 for b in ("1", "2", "3")), requests
+        assert sum(v for (_, request), v in requests.items() if request == "Produce") > 0, requests
         kill, pause = INCIDENTS
         led_by_killed = incidents.led_by(stack, incidents.KILLED, INCIDENT_TOPIC)
 

@@ -93,11 +93,21 @@ def from_jmxtool(raw: dict[str, float], broker: int) -> Reading:
     return found
 
 
+RESOURCES = {  # the JVM's and thread pools' samples, checked on their own (they move between any two reads)
+    names.PROCESS_CPU_SECONDS, names.JVM_MEMORY_USED_BYTES, names.JVM_MEMORY_MAX_BYTES, names.JVM_GC_SECONDS,
+    names.JVM_GC_COLLECTIONS, names.REQUEST_HANDLER_IDLE, names.NETWORK_PROCESSOR_IDLE,
+}  # fmt: skip
+
+
 def scraped(address: str, broker: int, timeout_s: float = 60) -> Reading:
     scrape = JmxSource("test", f"jmx/broker-{broker}", address, BROKER_QUERIES, {"broker": str(broker)},
                        timeout_s=timeout_s).collect()  # fmt: skip
     assert scrape.errors == []
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.batch.samples}
+
+
+def catalogued(address: str, broker: int) -> Reading:
+    return {k: v for k, v in scraped(address, broker).items() if k[0] not in RESOURCES}
 
 
 def same(a: float, b: float) -> bool:
@@ -110,7 +120,7 @@ def steady_reading(node, attempts: int = 4) -> tuple[Reading, Reading, Reading, 
     for attempt in range(attempts):
         raw = kafka_tools.jmx_values(node.jmx_address, *CATALOGUE_BEANS)
         before = from_jmxtool(raw, node.node_id)
-        ours = scraped(node.jmx_address, node.node_id)
+        ours = catalogued(node.jmx_address, node.node_id)
         after = from_jmxtool(kafka_tools.jmx_values(node.jmx_address, *CATALOGUE_BEANS), node.node_id)
         settled = before.keys() == after.keys() and all(
             same(before[k], after[k]) for k in before if k[0] in STEADY
@@ -177,7 +187,8 @@ def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets
             f"kafka.log:type=Log,topic={topic},*",
         )
         truth = from_jmxtool(kafka_tools.jmx_values(node.jmx_address, *patterns), node.node_id)
-        mine = {k: v for k, v in scraped(node.jmx_address, node.node_id).items() if ("topic", topic) in k[1]}
+        ours_now = catalogued(node.jmx_address, node.node_id)
+        mine = {k: v for k, v in ours_now.items() if ("topic", topic) in k[1]}
         assert mine == truth  # traffic has stopped: name for name, value for value
         ours |= mine
 
@@ -203,6 +214,48 @@ def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets
     assert set(by(names.BYTES_OUT).values()) <= {
         0
     }  # no consumer read it (followers' fetches are not counted)
+
+
+def test_jvm_and_thread_pool_samples_lie_between_two_jmxtool_reads_in_seconds_bytes_and_ratios(
+    kafka_cluster,
+):
+    """CPU and GC time are counters in ns and ms in the beans, seconds in the samples (JmxTool reads the
+    beans, not the heap's composite value); the heap's maximum is about the node's -Xmx; the thread pools'
+    idle shares are fractions (a quiet broker's handlers mostly wait)."""
+    beans = ("java.lang:type=OperatingSystem", "java.lang:type=GarbageCollector,*", "java.lang:type=Memory")
+    for node in kafka_cluster.nodes.values():
+        # A meter's one-minute rate is 0 until its first 5-second tick after the node started
+        deadline = time.monotonic() + 30
+        while not any(k[0] == names.REQUEST_HANDLER_IDLE and v > 0 for k, v in scraped(
+                node.jmx_address, node.node_id).items()) and time.monotonic() < deadline:  # fmt: skip
+            time.sleep(1)
+        before = kafka_tools.jmx_values(node.jmx_address, *beans)
+        sampled = scraped(node.jmx_address, node.node_id).items()
+        ours = {(n, dict(labels).get("gc")): v for (n, labels), v in sampled}
+        after = kafka_tools.jmx_values(node.jmx_address, *beans)
+        collectors = {}  # the collector's name -> its bean as JmxTool prints it
+        for key in before:
+            bean = key.rpartition(":")[0]
+            props = dict(_KEY.findall(bean.partition(":")[2]))
+            if props.get("type") == "GarbageCollector":
+                collectors[props["name"]] = bean
+        assert collectors and {gc for n, gc in ours if n == names.JVM_GC_SECONDS} == set(collectors)
+        counters = [((names.PROCESS_CPU_SECONDS, None), "java.lang:type=OperatingSystem:ProcessCpuTime", 1e9)]
+        for gc, bean in collectors.items():
+            counters += [
+                ((names.JVM_GC_SECONDS, gc), f"{bean}:CollectionTime", 1e3),
+                ((names.JVM_GC_COLLECTIONS, gc), f"{bean}:CollectionCount", 1),
+            ]
+        for sample, attribute, scale in counters:
+            low, high = before[attribute] / scale, after[attribute] / scale
+            assert low <= ours[sample] <= high, (sample, low, ours[sample], high)
+        # -Xmx in MiB; with the serial collector the JVM's maximum leaves out one survivor space (a 30th)
+        xmx = int(node.heap.removesuffix("m")) * 2**20
+        heap_max = ours[names.JVM_MEMORY_MAX_BYTES, None]
+        assert 0.9 * xmx <= heap_max <= xmx
+        assert 0 < ours[names.JVM_MEMORY_USED_BYTES, None] <= heap_max
+        assert 0.3 < ours[names.REQUEST_HANDLER_IDLE, None] <= 1.01  # a fraction, not a percentage
+        assert 0 <= ours[names.NETWORK_PROCESSOR_IDLE, None] <= 1.0  # low just after the start, then near 1
 
 
 def wait_fully_replicated(bootstrap: str, timeout_s: float = 90) -> bool:

@@ -41,6 +41,7 @@ def test_lag_from_the_metrics_topic_reaches_the_exporter_and_the_history(spark, 
     group = (("cluster", "prod"), ("group", "billing"))
     # End 300 - committed 190. Lags at the commits 50, 80, 110 never decrease, offsets move: WARN (code 1).
     assert metrics["kobs_consumergroup_lag_messages", partition] == 300 - 190
+    assert metrics["kobs_consumergroup_committed_offset", partition] == 190  # the newest commit
     assert metrics["kobs_consumergroup_partition_status", partition] == 1
     assert metrics["kobs_consumergroup_status", group] == 1
     # Offset 191 was written at 10 + 91/100 * 10 = 19.1 s; the newest observation is at 30 s.
