@@ -13,6 +13,7 @@ from bench.machine import describe
 
 # name -> module
 BENCHMARKS: dict[str, str] = {
+    "capacity": "bench.capacity",
     "collect": "bench.collect",
     "freshness": "bench.freshness",
     "simulate": "bench.simulate",
@@ -34,6 +35,13 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         module.add_arguments(sub)
         sub.set_defaults(run=_runner(module))
     return parser
+
+
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number of at least 1, else the option's error names what was given."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 def _runner(module):

@@ -25,8 +25,6 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
@@ -35,11 +33,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import reference
+from bench.cli import at_least_one
 from bench.resources import Usage
 from bench.workload import Shape, Workload
 from common.config import Config
 from common.contract import encode
-from peers.kafka import KafkaCluster
+from peers.kafka import given_or_started
 from spark_jobs.keyed import tune_gc
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.stream import analyses, pipeline, spark_session, start_query
@@ -54,7 +53,7 @@ PARTITIONS = 6  # of the metrics topic, as configured by default
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     shape = Shape()
-    size = {"type": _at_least_one, "metavar": "N"}
+    size = {"type": at_least_one, "metavar": "N"}
     parser.add_argument(
         "--clusters", default=1, help="recorded clusters, each of the shape below (default: 1)", **size
     )
@@ -69,12 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also print the figures as one JSON object on the last line of stdout",
     )
-
-
-def _at_least_one(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
-    return int(text)
 
 
 @dataclass
@@ -109,7 +102,10 @@ def run(args: argparse.Namespace) -> int:
     workloads = [Workload(replace(shape, cluster=name)) for name in names]
     workload = workloads[0]
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory(prefix="kobs-bench-") as tmp, _broker(args.bootstrap, Path(tmp)) as boot:
+    with (
+        tempfile.TemporaryDirectory(prefix="kobs-bench-") as tmp,
+        given_or_started(args.bootstrap, Path(tmp), nodes=1) as boot,
+    ):
         began = time.perf_counter()
         records, samples, events, size = produce(boot, topic, workloads)
         print(
@@ -249,12 +245,3 @@ def bench_config(
 
 def one_process_pipeline(config: Config, run_dir: Path) -> Pipeline:
     return Pipeline(lambda: analyses(config), run_dir / "history", run_dir / "state")
-
-
-@contextmanager
-def _broker(bootstrap: str | None, run_dir: Path) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    with KafkaCluster(run_dir / "kafka", nodes=1) as cluster:
-        yield cluster.bootstrap

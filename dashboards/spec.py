@@ -492,8 +492,7 @@ CONSUMER_LAG = DashboardSpec(
                 ),
                 Panel(
                     "Messages consumed per second by group",
-                    "sum by (cluster, group) (deriv("
-                    f"{sel('kobs_consumergroup_committed_offset', *CG)}[5m]))",
+                    f"sum by (cluster, group) (deriv({sel('kobs_consumergroup_committed_offset', *CG)}[5m]))",
                     "How fast each group's committed offsets move forward, summed over its partitions: its "
                     "consume rate (a negative dip is a group that reset its offsets backwards).",
                     unit="ops",

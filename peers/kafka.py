@@ -25,7 +25,8 @@ import secrets
 import signal
 import subprocess
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -339,3 +340,14 @@ class KafkaCluster:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def given_or_started(bootstrap: str | None, run_dir: Path, nodes: int) -> Iterator[str]:
+    """``bootstrap`` when one is given, else that of a cluster of ``nodes`` started in ``run_dir`` for the
+    block (a benchmark's ``--bootstrap``)."""
+    if bootstrap:
+        yield bootstrap
+        return
+    with KafkaCluster(run_dir / "kafka", nodes=nodes) as cluster:
+        yield cluster.bootstrap

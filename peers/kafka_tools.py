@@ -52,9 +52,18 @@ def run_tool(tool: str, *args: str, profile: str = "kafka", timeout_s: float = 1
                 raise
 
 
+def tool_argv(
+    tool: str, *args: str, profile: str = "kafka", heap: str = "256m", quick: bool = True
+) -> list[str]:
+    """The command line of one of Kafka's tools (``MAIN_CLASSES``) with the options after its script name;
+    ``quick``: the JVM starts fast and never runs the optimizing compiler (a short tool run), else a full
+    JIT (a tool measuring throughput)."""
+    jit = ["-XX:TieredStopAtLevel=1"] if quick else []
+    return ["java", f"-Xmx{heap}", *jit, "-cp", jvm.classpath(profile), MAIN_CLASSES[tool], *args]
+
+
 def _run_once(tool: str, args: tuple[str, ...], profile: str, timeout_s: float) -> str:
-    argv = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(profile)]
-    argv += [MAIN_CLASSES[tool], *args]
+    argv = tool_argv(tool, *args, profile=profile)
     with tempfile.NamedTemporaryFile("w", suffix=".properties") as admin_config:
         if tool in ("kafka-topics", "kafka-consumer-groups"):
             admin_config.write(ADMIN_TIMEOUTS)

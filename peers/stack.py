@@ -81,7 +81,7 @@ def create_topic(
     bootstrap: str, name: str, partitions: int, replication_factor: int = 1, config: dict | None = None
 ) -> None:
     """Create a topic; an existing topic is fine, any other failure raises."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})  # warnings and worse only
     topic = NewTopic(name, partitions, replication_factor, config=config or {})
     future = admin.create_topics([topic], operation_timeout=10)[name]
     try:

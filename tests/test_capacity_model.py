@@ -108,3 +108,27 @@ def test_bad_input_names_the_field(make, field):
     with pytest.raises(CapacityError) as err:
         make()
     assert err.value.field == field
+
+
+def test_a_producer_only_workload_is_valid_and_consumes_nothing():
+    alone = throughput(LINKEDIN, replace(REF, consumers=0))
+    assert alone.produce == throughput(LINKEDIN, REF).produce  # consumers never slow producers here
+    assert (alone.consume.name, alone.consume.records_per_s) == ("no consumers", 0.0)
+    reader = throughput(LINKEDIN, replace(REF, producers=0))
+    assert (reader.produce.name, reader.produce.records_per_s) == ("no producers", 0.0)
+    with pytest.raises(CapacityError, match="producers: 0 producers and 0 consumers leave nothing"):
+        replace(REF, producers=0, consumers=0)
+
+
+def test_on_one_shared_machine_every_replica_costs_the_same_cores_loopback_and_disk():
+    # Everything on one 2-core machine: each record costs the producer's 1000 cycles and 1000 per replica,
+    # crosses the loopback and lands on the disk once per replica; a producer thread uses one core.
+    laptop = Hardware(cores=2, clock_ghz=2.5, nic_gbps=40, disks=1, disk_mbps=500, shared_machine=True)
+    rf3 = throughput(laptop, replace(REF, replication_factor=3, producers=3, acks="0"))
+    bounds = {b.name: b.records_per_s for b in rf3.produce_bounds}
+    assert bounds["machine CPU"] == pytest.approx(2 * 2.5e9 / (1000 + 3 * 1000))  # 1.25 M
+    assert bounds["producer CPU"] == pytest.approx(3 * 2.5e9 / 1000)
+    assert bounds["disk"] == pytest.approx(500 * MIB / (122 * 3))
+    assert rf3.produce.name == "machine CPU"
+    rf1 = throughput(laptop, replace(REF, replication_factor=1, producers=3, acks="0"))
+    assert rf1.produce.records_per_s > rf3.produce.records_per_s  # replicas compete for the same cores

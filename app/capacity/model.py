@@ -68,6 +68,9 @@ class Hardware:
     clock_ghz: float = 2.5
     ram_gb: float = 32.0
     heap_gb: float = 6.0  # broker JVM heap; the rest of RAM is page cache
+    # Every broker and client on this one machine (a laptop, the benchmark's local cluster): they share its
+    # cores, its disk and its loopback instead of each having its own; ``heap_gb`` is then all brokers'.
+    shared_machine: bool = False
 
     def __post_init__(self) -> None:
         check_positive(self)
@@ -99,15 +102,17 @@ class Workload:
     acks: Acks = "1"
     replication_factor: int = 1
     partitions: int = 6
-    producers: int = 1  # producer threads, one per core of its own machine
-    consumers: int = 1  # consumer threads in one group, one per core of its own machine
+    producers: int = 1  # producer threads, one per core of its own machine; 0: a consume-only workload
+    consumers: int = 1  # consumer threads in one group, one per core of its own machine; 0: produce-only
     overhead_bytes: int = 22  # per-message framing on the wire and on disk
     max_in_flight: int = 5  # max.in.flight.requests.per.connection
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
             raise CapacityError("acks", f"must be one of 0, 1, all, got {self.acks!r}")
-        check_positive(self)
+        check_positive(self, allow_zero=("producers", "consumers"))
+        if self.producers == 0 and self.consumers == 0:
+            raise CapacityError("producers", "0 producers and 0 consumers leave nothing to model")
 
     @property
     def wire_bytes(self) -> int:
@@ -185,34 +190,59 @@ def ack_round_trip_s(acks: Acks, costs: CpuCosts) -> float:
 
 
 def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> Throughput:
-    """All producer and consumer bounds for ``wl`` on ``hw``; raises :class:`CapacityError` on bad input."""
+    """All producer and consumer bounds for ``wl`` on ``hw``; raises :class:`CapacityError` on bad input.
+
+    A side without clients (``producers`` or ``consumers`` 0) has the one bound "no producers" (or
+    consumers) of 0 records/s."""
     rf = wl.replication_factor
     if rf > hw.brokers:
         raise CapacityError(
             "replication_factor", f"{rf} exceeds the {hw.brokers} brokers — use at most {hw.brokers}"
         )
-    wire = wl.wire_bytes
-    cycles_per_s = hw.clock_ghz * 1e9
-    # Brokers that hold any replica share the load; with fewer partition replicas than brokers some sit idle.
-    loaded = min(hw.brokers, wl.partitions * rf)
-    leaders = min(hw.brokers, wl.partitions)
-    produce = [
-        Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / wire),
-        Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),
-        # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
-        Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
-        Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
-        Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (costs.broker * rf)),
-    ]
+    produce = _produce_bounds(hw, wl, costs) if wl.producers else [Bound("no producers", "none", 0.0)]
+    consume = _consume_bounds(hw, wl, costs) if wl.consumers else [Bound("no consumers", "none", 0.0)]
+    return Throughput(wl.message_bytes, tuple(produce), tuple(consume))
+
+
+def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
+    rf, wire, cycles_per_s = wl.replication_factor, wl.wire_bytes, hw.clock_ghz * 1e9
+    if hw.shared_machine:  # every copy of a record crosses the one loopback and lands on the one disk
+        produce = [
+            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),  # a thread, a core
+            Bound("loopback", "network", hw.goodput_bytes_per_s / (wire * rf)),
+            Bound("disk", "disk", hw.disk_bytes_per_s / (wire * rf)),
+            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (costs.producer + rf * costs.broker)),
+        ]
+    else:
+        # Brokers that hold any replica share the load; with fewer replicas than brokers some sit idle.
+        loaded = min(hw.brokers, wl.partitions * rf)
+        produce = [
+            Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / wire),
+            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),
+            # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
+            Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
+            Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
+            Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (costs.broker * rf)),
+        ]
     wait_s = ack_round_trip_s(wl.acks, costs)
     if wait_s:
         # Per producer and round trip: max_in_flight requests per broker, each one batch per partition.
         per_trip = wl.max_in_flight * wl.partitions * wl.batch_records
         produce.append(Bound(f"acks={wl.acks} round trip", "latency", wl.producers * per_trip / wait_s))
-    active_consumers = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
-    consume = [
-        Bound("consumer NIC", "network", active_consumers * hw.goodput_bytes_per_s / wire),
-        Bound("consumer CPU", "cpu", active_consumers * cycles_per_s / costs.consumer),
+    return produce
+
+
+def _consume_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
+    wire, cycles_per_s = wl.wire_bytes, hw.clock_ghz * 1e9
+    active = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
+    if hw.shared_machine:
+        return [
+            Bound("loopback", "network", hw.goodput_bytes_per_s / wire),
+            Bound("consumer CPU", "cpu", min(active, hw.cores) * cycles_per_s / costs.consumer),
+        ]
+    leaders = min(hw.brokers, wl.partitions)
+    return [
+        Bound("consumer NIC", "network", active * hw.goodput_bytes_per_s / wire),
+        Bound("consumer CPU", "cpu", active * cycles_per_s / costs.consumer),
         Bound("broker NIC out", "network", leaders * hw.goodput_bytes_per_s / wire),
     ]
-    return Throughput(wl.message_bytes, tuple(produce), tuple(consume))

@@ -1,0 +1,170 @@
+"""``kobs bench capacity``: the capacity model against Kafka's own perf tools on a local 3-node cluster.
+
+Each row of :data:`ROWS` runs ``kafka-producer-perf-test`` (one process per producer, at once) or
+``kafka-consumer-perf-test`` against a fresh topic of 6 partitions on a real 3-node Kafka started for the
+run, and puts the measured records/s beside what the capacity model predicts for the same workload on this
+machine, described as model hardware (:mod:`bench.capacity_machine`: cores, clock, loopback as the network,
+the disk's measured sequential write speed). Baseline: the model's prediction, ratio model / measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from app.capacity.model import Workload, throughput
+from bench.capacity_machine import Machine, measure
+from bench.cli import at_least_one
+from peers.kafka import given_or_started
+from peers.kafka_tools import tool_argv
+from peers.stack import create_topic
+
+HELP = "the capacity model's records/s against kafka-producer/consumer-perf-test on a local 3-node Kafka"
+PARTITIONS = 6
+BATCH_BYTES = 16_384  # the Java producer's default batch.size, which the perf tool keeps
+TARGET = (2.0, 1.3)  # every row within x2 of the measurement, the median within x1.3 (issue 17)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    replication_factor: int
+    acks: str
+    message_bytes: int
+    producers: int
+    consumers: int
+
+
+ROWS = (
+    Row("rf1 acks=1 100 B", 1, "1", 100, 1, 0),
+    Row("rf3 acks=1 100 B", 3, "1", 100, 1, 0),
+    Row("rf3 acks=all 100 B", 3, "all", 100, 1, 0),
+    Row("rf1 acks=1 1 KB", 1, "1", 1024, 1, 0),
+    Row("rf3 acks=all 1 KB", 3, "all", 1024, 1, 0),
+    Row("rf3 acks=all 100 B, 3 producers", 3, "all", 100, 3, 0),
+    Row("rf3 100 B, 1 consumer", 3, "1", 100, 0, 1),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--megabytes",
+        type=at_least_one,
+        default=100,
+        help="payload each row sends or reads, in MB (default 100: 1,000,000 messages of 100 B)",
+    )
+    parser.add_argument(
+        "--bootstrap", help="host:port of a 3-broker Kafka on this machine to use (default: start one)"
+    )
+    parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
+
+
+def run(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="kobs-bench-capacity-") as tmp:
+        machine = measure(Path(tmp))
+        print(f"as model hardware: {machine.text()}", flush=True)
+        if not args.bootstrap:
+            print("starting a 3-node Kafka on 127.0.0.1 ...", flush=True)
+        with given_or_started(args.bootstrap, Path(tmp), nodes=3) as bootstrap:
+            results = [measure_row(bootstrap, row, args.megabytes, machine) for row in ROWS]
+    print(verdict(results))
+    if args.json:
+        print(json.dumps({"machine": asdict(machine), "rows": results}))
+    return 0
+
+
+def measure_row(bootstrap: str, row: Row, megabytes: int, machine: Machine) -> dict:
+    """Run one row on a fresh topic and print measured, predicted and their ratio."""
+    topic = f"capacity-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, PARTITIONS, row.replication_factor)
+    records = max(1, megabytes * 1_000_000 // row.message_bytes)
+    if row.producers:
+        measured = produce(bootstrap, topic, row, records)
+    else:  # a consumer row reads what a producer wrote first (not timed)
+        produce(
+            bootstrap, topic, Row(row.name, row.replication_factor, "1", row.message_bytes, 1, 0), records
+        )
+        measured = consume(bootstrap, topic, records)
+    workload = Workload(
+        message_bytes=row.message_bytes,
+        batch_bytes=BATCH_BYTES,
+        acks=row.acks,  # type: ignore[arg-type]
+        replication_factor=row.replication_factor,
+        partitions=PARTITIONS,
+        producers=row.producers,
+        consumers=row.consumers,
+    )
+    answer = throughput(machine.hardware(), workload)
+    bound = answer.produce if row.producers else answer.consume
+    ratio = bound.records_per_s / measured if measured else float("inf")
+    print(
+        f"  {row.name:<34} measured {measured:>11,.0f} records/s   model {bound.records_per_s:>11,.0f} "
+        f"({bound.name})   model/measured {ratio:.2f}",
+        flush=True,
+    )
+    return {
+        **asdict(row),
+        "measured_records_per_s": round(measured),
+        "model_records_per_s": round(bound.records_per_s),
+    }
+
+
+PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
+
+
+def produce(bootstrap: str, topic: str, row: Row, records: int) -> float:
+    """Records/s of ``row.producers`` perf-test producers started at once, sending ``records`` between them:
+    the sum of each tool's own figure (its JVM's start left out; the tools overlap but for their starts)."""
+    each = max(1, records // row.producers)
+    argv = tool_argv(
+        "kafka-producer-perf-test", "--topic", topic, "--num-records", str(each), "--record-size",
+        str(row.message_bytes), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+        f"acks={row.acks}", heap="512m", quick=False,
+    )  # fmt: skip
+    tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in
+             range(row.producers)]  # fmt: skip
+    rates = []
+    for tool in tools:
+        out, err = tool.communicate(timeout=900)
+        final = PRODUCED.findall(out)
+        if tool.returncode != 0 or not final:
+            raise RuntimeError(f"kafka-producer-perf-test failed ({tool.returncode}): {err or out}")
+        rates.append(float(final[-1][1]))
+    return sum(rates)
+
+
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    """``fetch.nMsg.sec`` of kafka-consumer-perf-test reading ``records`` (the group's join left out)."""
+    argv = tool_argv(
+        "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
+        str(records), "--timeout", "60000", heap="512m", quick=False,
+    )  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    header = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
+    if done.returncode != 0 or header is None or header + 1 >= len(lines):
+        raise RuntimeError(
+            f"kafka-consumer-perf-test failed ({done.returncode}): {done.stderr or done.stdout}"
+        )
+    values = dict(
+        zip([c.strip() for c in lines[header].split(",")], lines[header + 1].split(","), strict=False)
+    )
+    return float(values["fetch.nMsg.sec"])
+
+
+def verdict(results: list[dict]) -> str:
+    ratios = sorted(r["model_records_per_s"] / r["measured_records_per_s"] for r in results)
+    factors = [max(x, 1 / x) for x in ratios]
+    median = sorted(factors)[len(factors) // 2]
+    worst, want_worst, want_median = max(factors), *TARGET
+    met = worst <= want_worst and median <= want_median
+    return (
+        f"model vs measured: worst x{worst:.2f} (target x{want_worst}), median x{median:.2f} (target "
+        f"x{want_median}): {'met' if met else 'NOT met'}"
+    )
