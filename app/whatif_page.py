@@ -23,7 +23,8 @@ from app.capacity.failure import Producer, lose_brokers, stalled_members
 from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
-from app.cluster import cluster_shape, live_placement
+from app.cluster import cluster_shape, live_placement, traffic_queries, traffic_shape
+from app.prometheus import PrometheusClient, PrometheusUnavailable
 from common.errors import InputError
 from common.placement import Assignment, assign_replicas, coordinator_partition, range_assign
 
@@ -37,33 +38,59 @@ PUBLISHED_SHAPE = {
     "brokers": HW.brokers,
     "partitions": WL.partitions,
     "replication_factor": WL.replication_factor,
+    "ingress_mbps": DEMAND.ingress_mbps,
+    "message_bytes": WL.message_bytes,
 }
+TRAFFIC_KEYS = {"ingress_mbps": "ingress", "message_bytes": "message_bytes"}  # -> widget key
 
 
 def start_from() -> None:
     """A preset for the sidebar: the published benchmark's numbers, or a watched cluster's shape (brokers,
-    partitions, replication factor from its metadata; the rest stays as it is)."""
-    clusters = {f"live cluster {c.name}": c for c in ui.settings().clusters if c.bootstrap_servers}
+    partitions, replication factor from its metadata) and its produced traffic (MiB/s and mean message size,
+    from Prometheus, where the jobs have measured it); the rest stays as it is."""
+    config = ui.settings()
+    clusters = {f"live cluster {c.name}": c for c in config.clusters if c.bootstrap_servers}
+    keys = SHAPE_KEYS | TRAFFIC_KEYS
 
     def apply() -> None:
         chosen = st.session_state["preset"]
+        st.session_state.pop("preset_note", None)
         if chosen == PUBLISHED:
             shape = PUBLISHED_SHAPE
         else:
             try:
-                shape = cluster_shape(live_placement(clusters[chosen]))
+                shape = cluster_shape(live_placement(clusters[chosen])) | live_traffic(clusters[chosen].name)
             except InputError as exc:
                 st.session_state["preset_error"] = str(exc)
                 return
         st.session_state.pop("preset_error", None)
-        for name, key in SHAPE_KEYS.items():
-            st.session_state[key] = shape[name]
+        for name, key in keys.items():
+            if name in shape:
+                st.session_state[key] = shape[name]
 
-    for name, key in SHAPE_KEYS.items():  # the widgets below take their values from here
+    def live_traffic(cluster: str) -> dict[str, float]:
+        try:
+            prom = PrometheusClient(config.app.prometheus_url)
+            rates = {
+                name: float(frame["value"].sum()) if len(frame) else None
+                for name, query in traffic_queries(cluster).items()
+                for frame in [prom.instant(query)]
+            }
+        except PrometheusUnavailable as exc:
+            st.session_state["preset_note"] = f"Traffic unknown ({exc}): MiB/s and message size kept."
+            return {}
+        traffic = traffic_shape(**rates)
+        if not traffic:
+            st.session_state["preset_note"] = "No produced traffic measured yet: MiB/s and message size kept."
+        return traffic
+
+    for name, key in keys.items():  # the widgets below take their values from here
         st.session_state.setdefault(key, PUBLISHED_SHAPE[name])
     sidebar.selectbox("Start from", [PUBLISHED, *clusters], key="preset", on_change=apply)
     if error := st.session_state.get("preset_error"):
         sidebar.error(error)
+    if note := st.session_state.get("preset_note"):
+        sidebar.info(note)
 
 
 def hardware_inputs() -> dict:
@@ -81,7 +108,7 @@ def hardware_inputs() -> dict:
 def workload_inputs() -> dict:
     sidebar.header("Workload")
     return {
-        "message_bytes": sidebar.number_input("Message bytes", min_value=0, value=WL.message_bytes),
+        "message_bytes": sidebar.number_input("Message bytes", min_value=0, key="message_bytes"),
         "batch_bytes": sidebar.number_input("Batch bytes", min_value=0, value=WL.batch_bytes),
         "acks": sidebar.selectbox("acks", ["0", "1", "all"], index=1, key="acks"),
         "replication_factor": sidebar.number_input("Replication factor", min_value=0, key="rf"),
@@ -139,7 +166,7 @@ def show_throughput(hw: Hardware, wl: Workload) -> None:
 
 def show_sizing(hw: Hardware, wl: Workload) -> None:
     cols = st.columns(3)
-    ingress = cols[0].number_input("Produced MiB/s (payload)", value=DEMAND.ingress_mbps, key="ingress")
+    ingress = cols[0].number_input("Produced MiB/s (payload)", key="ingress")
     retention = cols[1].number_input("Retention hours", value=DEMAND.retention_hours, key="retention")
     growth = cols[2].number_input("Traffic growth %", value=50.0, key="growth")
     demand = Demand(

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from derived_exporter import DerivedExporter
 from streamlit.testing.v1 import AppTest
+from waiting import wait_for
 
 from app.capacity.model import Workload
-from app.cluster import cluster_shape
+from app.cluster import MIB, cluster_shape, traffic_queries, traffic_shape
 from common.errors import InputError
 from peers import kafka_tools
 from peers.process import free_port
+from peers.prometheus import Prometheus
 from peers.stack import create_topic
 
 PAGE = str(Path(__file__).resolve().parents[1] / "app" / "whatif_page.py")
@@ -152,10 +156,15 @@ def test_quota_follows_ckafkas_rules_from_each_brokers_inputs():
     ]
 
 
-def use_cluster(bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The app's configuration: one cluster ``c1`` at ``bootstrap``."""
+def use_cluster(
+    bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prometheus_url: str | None = None
+) -> None:
+    """The app's configuration: one cluster ``c1`` at ``bootstrap`` (and the app's Prometheus)."""
     config = tmp_path / "kobs.yaml"
-    config.write_text(yaml.safe_dump({"clusters": [{"name": "c1", "bootstrap_servers": [bootstrap]}]}))
+    doc: dict = {"clusters": [{"name": "c1", "bootstrap_servers": [bootstrap]}]}
+    if prometheus_url:
+        doc["app"] = {"prometheus_url": prometheus_url}
+    config.write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("KOBS_CONFIG", str(config))
 
 
@@ -210,3 +219,38 @@ def test_a_clusters_shape_is_its_brokers_partitions_and_most_common_replication_
     assert cluster_shape(placement) == {"brokers": 5, "partitions": 5, "replication_factor": 3}
     with pytest.raises(InputError, match="no topics yet"):
         cluster_shape({})
+
+
+@pytest.mark.peers
+def test_the_sidebar_takes_a_live_clusters_traffic_from_the_jobs_figures_in_prometheus(
+    kafka_cluster, tmp_path, monkeypatch
+):
+    # The jobs' figures for c1 through a real Prometheus: 2 + 1 MiB/s produced to two topics (another
+    # cluster's 50 MiB/s left out), and counters growing by 3 MiB and 1,000 messages a second: messages of
+    # 3 MiB / 1,000 = 3,146 bytes.
+    create_topic(kafka_cluster.bootstrap, "whatif-traffic", 2)  # a cluster with a shape
+    started = time.time()
+    bytes_in = [({"cluster": "c1", "topic": "a"}, 2 * MIB), ({"cluster": "c1", "topic": "b"}, MIB),
+                ({"cluster": "other", "topic": "a"}, 50 * MIB)]  # fmt: skip
+    series = {
+        "kobs_topic_bytes_in_per_second": bytes_in,
+        "kobs_topic_bytes_in_total": [({"cluster": "c1"}, lambda: 3 * MIB * (time.time() - started))],
+        "kobs_topic_messages_in_total": [({"cluster": "c1"}, lambda: 1000 * (time.time() - started))],
+    }
+    with (
+        DerivedExporter(series=series) as exporter,
+        Prometheus(tmp_path / "prom", {"kobs-exporter": [exporter.address]}) as prom,
+    ):
+        wait_for(lambda: prom.query(traffic_queries("c1")["messages_in_5m"]), timeout_s=30)
+        use_cluster(kafka_cluster.bootstrap, tmp_path, monkeypatch, prometheus_url=prom.url)
+        at = run()
+        at.selectbox(key="preset").set_value("live cluster c1").run()
+    assert not at.exception and not at.sidebar.error, [e.value for e in at.sidebar.error]
+    assert at.number_input(key="ingress").value == pytest.approx(3.0)
+    # 3,146 within 2 bytes: one scrape reads the two counters microseconds apart
+    assert abs(at.number_input(key="message_bytes").value - 3146) <= 2
+
+
+def test_traffic_is_unknown_while_nothing_is_produced():
+    assert traffic_shape(None) == traffic_shape(0.0, 5.0, 1.0) == {}
+    assert traffic_shape(MIB, None, None) == {"ingress_mbps": 1.0}  # no messages counted yet: size kept
