@@ -69,6 +69,37 @@ CANARY_QUERIES = {
 }
 
 
+# Each broker's resources (spark_jobs/brokers.py): column -> instant query by (cluster, broker).
+RESOURCE_QUERIES = {
+    "CPU cores": "max by (cluster, broker) (kobs_broker_cpu_cores)",
+    "heap used": "max by (cluster, broker) (kobs_broker_heap_used_bytes)"
+    " / max by (cluster, broker) (kobs_broker_heap_max_bytes)",
+    "time in GC": "max by (cluster, broker) (kobs_broker_gc_time_ratio)",
+    "handlers idle": "min by (cluster, broker) (kobs_broker_request_handler_idle_ratio)",
+    "network idle": "min by (cluster, broker) (kobs_broker_network_processor_idle_ratio)",
+    "requests/s": "sum by (cluster, broker) (kobs_broker_requests_per_second)",
+    "errors/s": "sum by (cluster, broker) (kobs_broker_request_errors_per_second)",
+}
+SATURATED_IDLE = 0.2  # thread pools idle less than this are short of threads or CPU (docs/metrics.md)
+
+
+def resource_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per cluster and broker: its resources, the brokers whose request handlers idle least first."""
+    table = wide(frames, ["cluster", "broker"]).reindex(columns=["cluster", "broker", *RESOURCE_QUERIES])
+    table = table.sort_values(["handlers idle", "cluster", "broker"], na_position="last")
+    return table.reset_index(drop=True)
+
+
+def saturated(table: pd.DataFrame) -> list[str]:
+    """'<cluster> broker <id> (<pool> <idle>%)' for each thread pool idle less than SATURATED_IDLE."""
+    found = []
+    for row in table.to_dict("records"):
+        for pool in ("handlers idle", "network idle"):
+            if row[pool] < SATURATED_IDLE:  # NaN (unknown) is never below
+                found.append(f"{row['cluster']} broker {row['broker']} ({pool} {row[pool]:.0%})")
+    return found
+
+
 def canary_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per cluster and broker: the share of the canary's messages read back in the last 2 minutes (NaN
     before any was due), the messages lost, latencies in words; brokers losing messages first."""
@@ -124,6 +155,17 @@ def status_colour(value: object) -> str | None:
     if isinstance(value, bool | np.bool_):
         return "green" if value else "red"
     return STATUS_COLOURS.get(value) if isinstance(value, str) else None
+
+
+def whole_numbers(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with every float column whose values are all whole (or missing) as integers: counts read
+    from Prometheus arrive as floats (``1200.0`` messages, ``3.0`` members)."""
+    whole = {
+        c: "Int64"
+        for c in table.columns
+        if pd.api.types.is_float_dtype(table[c]) and (table[c].dropna() % 1 == 0).all()
+    }
+    return table.astype(whole)
 
 
 def topic_health(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

@@ -95,7 +95,10 @@ def coloured(table: pd.DataFrame, *columns: str) -> pd.io.formats.style.Styler:
         colour = live.status_colour(value)
         return f"background-color: {CELL_BACKGROUNDS[colour]}" if colour else ""
 
-    return table.style.map(background, subset=[c for c in columns if c in table.columns])
+    # A Styler prints floats with 6 decimals: counts as whole numbers, other figures with 2
+    table = live.whole_numbers(table)
+    styled = table.style.format(precision=2, na_rep="")
+    return styled.map(background, subset=[c for c in columns if c in table.columns])
 
 
 def window_seconds(key: str) -> int:

@@ -46,6 +46,11 @@ SERIES = {
     "kobs_broker_disk_runway_days": by("broker", {"1": 5, "2": math.inf, "3": 30}),
     "kobs_broker_stored_bytes": by("broker", {"1": 2e11, "2": 1e11, "3": 3e11}),
     "kobs_topic_bytes_in_per_second": by("topic", {"orders": 2e6, "payments": 1e6}),
+    "kobs_broker_cpu_cores": by("broker", {"1": 1.9, "3": 0.4}),
+    "kobs_broker_heap_used_bytes": by("broker", {"1": 3e8, "3": 1e8}),
+    "kobs_broker_heap_max_bytes": by("broker", {"1": 4e8, "3": 4e8}),
+    "kobs_broker_request_handler_idle_ratio": by("broker", {"1": 0.12, "3": 0.9}),  # broker 1 saturated
+    "kobs_broker_network_processor_idle_ratio": by("broker", {"1": 0.6, "3": 0.95}),
 }
 
 

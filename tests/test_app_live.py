@@ -64,8 +64,12 @@ def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_time
     assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "c1 broker 2"}
     assert [s.value for s in at.success] == ["Controller: one active controller"]
     assert [e.value for e in at.error] == [UNHEALTHY, "Topics in trouble: orders"]
-    topics = at.dataframe[0].value
+    resources, topics = at.dataframe[0].value, at.dataframe[1].value
     assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5
+    # broker 1's request handlers idle 12% of the time: saturated, and first; heap 3e8 of 4e8 bytes
+    assert list(resources["broker"]) == ["1", "3"] and resources["heap used"].tolist() == [0.75, 0.25]
+    saturated = "Thread pools idle less than 20%: c1 broker 1 (handlers idle 12%)"
+    assert [w.value for w in at.warning] == [saturated]
     assert "Flapping partitions per broker" in " ".join(c.value for c in at.caption)
     at.selectbox(key="health_window").set_value("15 minutes").run()
     assert not at.exception and at.selectbox(key="health_window").value == "15 minutes"

@@ -265,3 +265,24 @@ def test_status_cells_take_the_colour_of_their_severity_and_other_cells_none():
     assert dict(styles[0, 1]) == {"background-color": ui.CELL_BACKGROUNDS["green"]}
     assert dict(styles[1, 1]) == dict(styles[1, 2]) == {"background-color": ui.CELL_BACKGROUNDS["red"]}
     assert (0, 0) not in styles  # a group named like a status is not a status
+
+
+def test_counts_from_prometheus_read_as_whole_numbers_and_other_figures_stay_as_they_are():
+    table = pd.DataFrame({"members": [3.0, float("nan")], "lag": [1200.0, 0.0], "ratio": [0.25, 1.0]})
+    shown = live.whole_numbers(table)
+    assert list(shown["members"]) == [3, pd.NA] and str(shown["members"].dtype) == "Int64"
+    assert list(shown["lag"]) == [1200, 0] and shown["ratio"].tolist() == [0.25, 1.0]
+    html = ui.coloured(shown, "status").to_html()
+    assert ">1200<" in html and ">0.25<" in html and "1200.000000" not in html
+
+
+def test_brokers_whose_request_handlers_idle_least_come_first_and_pools_under_a_fifth_idle_are_named():
+    table = live.resource_table(
+        {
+            "handlers idle": frame("broker", {"1": 0.9, "2": 0.15, "3": float("nan")}),
+            "network idle": frame("broker", {"1": 0.1, "2": 0.5, "3": 0.9}),
+        }
+    )
+    assert list(table["broker"]) == ["2", "1", "3"]  # unknown last
+    assert set(live.RESOURCE_QUERIES) <= set(table.columns)  # every column, even one nothing reported
+    assert live.saturated(table) == ["c1 broker 2 (handlers idle 15%)", "c1 broker 1 (network idle 10%)"]

@@ -21,6 +21,7 @@ TOPIC_METRICS = {
 
 def render(config: Config, prom: PrometheusClient) -> None:
     brokers_and_controller(config, prom)
+    resources(prom)
     canary(prom)
     topics(config, prom)
     st.subheader("Over time")
@@ -44,6 +45,24 @@ def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
         "Brokers down", ", ".join(f"{r.cluster} broker {r.broker}" for r in down.itertuples()) or "none"
     )
     (st.success if healthy else st.error)(f"Controller: {verdict}")
+
+
+def resources(prom: PrometheusClient) -> None:
+    """How busy each broker is: CPU, heap, GC, its thread pools' idle share, requests and errors."""
+    st.subheader("Broker resources")
+    frames = {name: prom.instant(query) for name, query in live.RESOURCE_QUERIES.items()}
+    if all(f.empty for f in frames.values()):
+        st.info(
+            "No broker resources: they come from the brokers' JMX (`clusters[].jmx`) through `kobs stream`."
+        )
+        return
+    table = live.resource_table(frames)
+    if busy := live.saturated(table):
+        st.warning(f"Thread pools idle less than {live.SATURATED_IDLE:.0%}: {', '.join(busy)}")
+    formats = {"CPU cores": "%.2f", "requests/s": "%.0f", "errors/s": "%.1f"}
+    formats |= dict.fromkeys(("heap used", "time in GC", "handlers idle", "network idle"), "percent")
+    columns = {name: st.column_config.NumberColumn(name, format=f) for name, f in formats.items()}
+    st.dataframe(table, hide_index=True, column_config=columns)
 
 
 def canary(prom: PrometheusClient) -> None:
