@@ -2,8 +2,8 @@
 
 Collectors map whatever a source calls a metric (a JMX bean, a JMX-exporter series) onto these names, so
 the jobs never depend on how a cluster is scraped. Counters end in ``_total`` and carry the cumulative
-``Count`` of a Kafka meter; rates are derived downstream. Every name is listed with its labels in
-``docs/contract.md``.
+``Count`` of a Kafka meter; rates are derived downstream. Each name's labels are given beside it here;
+``docs/collectors.md`` says which source sends which.
 """
 
 # Broker gauges and meters; label ``broker`` (broker id), plus ``topic`` where the bean has one.
