@@ -320,13 +320,12 @@ class ReplicationAnalysis:
 
     def _cluster(self, name: str, cluster: _Cluster, out: list) -> dict[str, Any]:
         row = _row(name, cluster.now_s, "cluster")
-        # the gauges of live brokers that reported lately; none (every JMX scrape failing): unknown, not 0
-        gauges = [
-            v
-            for b, v in cluster.controller_gauge.items()
-            if self._reported(cluster, b) and self._up(cluster, b)
-        ]
-        if gauges:
+        # the gauges of live brokers that reported lately; none (every JMX scrape failing): unknown, not 0.
+        # A sum of 0 while a live broker's gauge is missing is unknown too: that broker may be the controller
+        # whose JMX scrape is slow (a busy host), and 0 controllers pages.
+        up = [b for b in cluster.controller_gauge if self._up(cluster, b)]
+        gauges = [cluster.controller_gauge[b] for b in up if self._reported(cluster, b)]
+        if gauges and (sum(gauges) >= 0.5 or len(gauges) == len(up)):
             row["active_controllers"] = round(sum(gauges))
         elif cluster.controller_event is not None:
             row["active_controllers"] = int(cluster.controller_event >= 0)

@@ -18,7 +18,8 @@ from common.contract import decode, encode
 from peers.process import free_port
 
 # What a broker behind the Strimzi rule set serves (kafka-metrics.yaml: lowercaseOutputName, meters as
-# `_total` counters from `Count`, gauges from `Value`), plus JVM series that are not ours.
+# `_total` counters from `Count`, gauges from `Value`), plus the agent's JVM series: the heap's is ours, the
+# non-heap one keeps its area label (the brokers analysis reads the heap only), the threads' is not ours.
 BROKER_PAGE = """\
 # HELP kafka_server_replicamanager_underreplicatedpartitions Attribute exposed for management
 # TYPE kafka_server_replicamanager_underreplicatedpartitions gauge
@@ -34,6 +35,9 @@ kafka_log_log_size{topic="orders",partition="0",} 1.048576E7
 kafka_network_requestmetrics_errors_total{request="Produce",error="NOT_ENOUGH_REPLICAS",} 7.0
 # TYPE jvm_memory_bytes_used gauge
 jvm_memory_bytes_used{area="heap",} 2.5E8
+jvm_memory_bytes_used{area="nonheap",} 6.0E7
+# TYPE jvm_threads_current gauge
+jvm_threads_current 88.0
 """
 
 PRODUCER_PAGE = """\
@@ -116,7 +120,9 @@ def test_broker_page_maps_to_canonical_names(server):
         (names.MESSAGES_IN, b): 5000.0,
         (names.LOG_SIZE_BYTES, (*b, ("partition", "0"), ("topic", "orders"))): 10485760.0,
         (names.REQUEST_ERRORS, (*b, ("error", "NOT_ENOUGH_REPLICAS"), ("request", "Produce"))): 7.0,
-    }  # jvm_memory_bytes_used is not ours: left out
+        (names.JVM_MEMORY_USED_BYTES, (("area", "heap"), *b)): 2.5e8,
+        (names.JVM_MEMORY_USED_BYTES, (("area", "nonheap"), *b)): 6.0e7,
+    }  # jvm_threads_current is not ours: left out
 
 
 def test_producer_page_maps_buffer_and_waiting_threads(server):
@@ -134,7 +140,7 @@ def test_malformed_page_is_an_error_with_reason_and_the_next_scrape_still_works(
     assert bad.batch.samples == ()
     assert len(bad.errors) == 1 and bad.errors[0].startswith("malformed page at")
     good = ExpositionSource("prod", "exporter/broker-2", f"{server}/broker", {"broker": "2"}).collect()
-    assert good.errors == [] and len(good.batch.samples) == 6
+    assert good.errors == [] and len(good.batch.samples) == 8
 
 
 def test_only_mapped_series_are_read_so_a_malformed_unmapped_line_is_no_error(server):

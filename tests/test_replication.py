@@ -295,3 +295,18 @@ def test_each_partition_has_its_own_series_and_each_broker_kafkas_leader_imbalan
     m = metrics(analysis)
     assert series("kobs_broker_leader_imbalance_ratio")["2"] == 0.0
     assert series("kobs_partition_leader_is_preferred")["1"] == 1
+
+
+def test_no_controller_among_the_brokers_that_reported_is_unknown_while_a_listed_one_has_not():
+    analysis = ReplicationAnalysis(stale_after_s=45, forget_after_s=90)
+    analysis.observe(
+        [*registered(0, (1, 2, 3)), *(gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 3)) for b in (1, 2, 3))]
+    )
+    # Broker 3, the controller, is still listed but its JMX scrapes stop answering (a busy host); 1 and 2
+    # report 0. The count is unknown, not 0 (which would page): 3 may well still be the controller.
+    analysis.observe([o for t in (30, 60) for o in (*registered(t, (1, 2, 3)),
+                      *(gauge(names.ACTIVE_CONTROLLER, t, b, 0) for b in (1, 2)))])  # fmt: skip
+    assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)
+    # Every listed broker says 0: no controller, known.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 61, 3, 0)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
