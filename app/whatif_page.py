@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs t
 
 from app import ui
 from app.capacity.failure import Producer, lose_brokers, stalled_members
-from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import ACKS, CONFIDENCE, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
 from app.cluster import cluster_shape, live_placement, traffic_queries, traffic_shape
@@ -153,6 +153,7 @@ def show_throughput(hw: Hardware, wl: Workload) -> None:
     cols[1].metric("Produce MB/s", f"{result.mb_per_s(result.produce.records_per_s):,.1f}")
     cols[2].metric("Consume records/s", f"{result.consume.records_per_s:,.0f}")
     st.markdown(f"**Bottleneck** — {result.bottleneck}")
+    st.caption(CONFIDENCE)
     bounds = [*result.produce_bounds, *result.consume_bounds]
     st.bar_chart({b.name: b.records_per_s for b in bounds}, horizontal=True)
     st.subheader("Compare with a change")

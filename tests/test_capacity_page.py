@@ -37,6 +37,8 @@ def test_defaults_show_linkedin_throughput_and_bottleneck():
     assert 821_557 / 1.5 <= produced <= 821_557 * 1.5  # LinkedIn, 1 producer, no replication
     assert any("producer NIC" in m.value for m in at.markdown)
     assert not at.error
+    # how far to trust it, beside the answer: the published figures and the real local cluster's
+    assert any("LinkedIn" in c.value and "`kobs bench capacity`" in c.value for c in at.caption)
 
 
 def test_failure_tab_shows_blocking_time_for_the_incident():

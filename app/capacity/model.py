@@ -23,6 +23,12 @@ GIB = 2**30
 # wire (frame 1500 + header 14 + FCS 4 + preamble 8 + inter-frame gap 12).
 TCP_GOODPUT = 1448 / 1538
 REFERENCE_FACTOR = 1.5  # the model stays within this factor of every published reference figure
+# How far to trust an answer, as measured (docs/capacity.md): shown beside every throughput answer.
+CONFIDENCE = (
+    "Upper bounds. Within 1.25x of LinkedIn's published 2014 figures; against a real 3-node Kafka on one "
+    "2-core machine (`kobs bench capacity`) 10-28x high for producers and about 2x for a consumer, because "
+    "CPU per message, the acks=all wait and per-byte costs are not modelled yet (docs/capacity.md)."
+)
 
 Acks = Literal["0", "1", "all"]
 ACKS: tuple[Acks, ...] = ("0", "1", "all")
