@@ -15,7 +15,7 @@ import re
 import subprocess
 import tempfile
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from app.capacity.model import Workload, throughput
@@ -87,9 +87,7 @@ def measure_row(bootstrap: str, row: Row, megabytes: int, machine: Machine) -> d
     if row.producers:
         measured = produce(bootstrap, topic, row, records)
     else:  # a consumer row reads what a producer wrote first (not timed)
-        produce(
-            bootstrap, topic, Row(row.name, row.replication_factor, "1", row.message_bytes, 1, 0), records
-        )
+        produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), records)
         measured = consume(bootstrap, topic, records)
     workload = Workload(
         message_bytes=row.message_bytes,
@@ -159,7 +157,7 @@ def consume(bootstrap: str, topic: str, records: int) -> float:
 
 
 def verdict(results: list[dict]) -> str:
-    ratios = sorted(r["model_records_per_s"] / r["measured_records_per_s"] for r in results)
+    ratios = [r["model_records_per_s"] / r["measured_records_per_s"] for r in results]
     factors = [max(x, 1 / x) for x in ratios]
     median = sorted(factors)[len(factors) // 2]
     worst, want_worst, want_median = max(factors), *TARGET

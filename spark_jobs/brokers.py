@@ -53,7 +53,8 @@ HISTORY_SCHEMA = pa.schema(
 
 
 def _counter_key(o: Observation) -> tuple[str, str]:
-    """The rate a counter sample adds to: (name, request) for requests, (name, "") for CPU and GC."""
+    """The series a counter sample belongs to: (name, request and version or error) for requests, (name,
+    collector) for GC, (name, "") for CPU."""
     if o.name == names.REQUEST_ERRORS:
         return o.name, f"{o.labels.get('request', '')}\0{o.labels.get('error', '')}"
     if o.name == names.JVM_GC_SECONDS:
