@@ -249,8 +249,9 @@ def test_the_sidebar_takes_a_live_clusters_traffic_from_the_jobs_figures_in_prom
         at.selectbox(key="preset").set_value("live cluster c1").run()
     assert not at.exception and not at.sidebar.error, [e.value for e in at.sidebar.error]
     assert at.number_input(key="ingress").value == pytest.approx(3.0)
-    # 3,146 within 2 bytes: one scrape reads the two counters microseconds apart
-    assert abs(at.number_input(key="message_bytes").value - 3146) <= 2
+    # 3,146 within 1 %: the stand-in reads its two counters moments apart within a scrape (7 bytes off, 0.2 %,
+    # on a loaded CI machine), and a young series has few samples in the window to average that out
+    assert at.number_input(key="message_bytes").value == pytest.approx(3146, rel=0.01)
 
 
 def test_traffic_is_unknown_while_nothing_is_produced():
