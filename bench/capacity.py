@@ -5,18 +5,29 @@ Each row of :data:`ROWS` runs ``kafka-producer-perf-test`` (one process per prod
 run, and puts the measured records/s beside what the capacity model predicts for the same workload on this
 machine, described as model hardware (:mod:`bench.capacity_machine`: cores, clock, loopback as the network,
 the disk's measured sequential write speed). Baseline: the model's prediction, ratio model / measured.
+
+Two things keep the measurement about Kafka: the brokers are warmed up first (unmeasured rows, so that their
+JIT has compiled the produce, replication and fetch paths: cold brokers measured 2-3x slower), and records
+come from a file of ready payloads (the tool otherwise draws every byte of every record from a random
+generator, which took half its CPU at 1 KB).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
+import string
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
 
 from app.capacity.model import Workload, throughput
 from bench.capacity_machine import Machine, measure
@@ -50,14 +61,17 @@ ROWS = (
     Row("rf3 acks=all 100 B, 3 producers", 3, "all", 100, 3, 0),
     Row("rf3 100 B, 1 consumer", 3, "1", 100, 0, 1),
 )
+WARM_UP = (Row("warm-up 100 B", 3, "all", 100, 1, 0), Row("warm-up 1 KB", 3, "all", 1024, 1, 0))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--megabytes",
         type=at_least_one,
-        default=100,
-        help="payload each row sends or reads, in MB (default 100: 1,000,000 messages of 100 B)",
+        default=1000,
+        help="payload each row sends or reads, in MB (default 1000: 10,000,000 messages of 100 B, 10 s or "
+        "more a row, so that each tool's own start and JIT weigh little); the brokers are first warmed up "
+        "with two unmeasured rows of the same size",
     )
     parser.add_argument(
         "--bootstrap", help="host:port of a 3-broker Kafka on this machine to use (default: start one)"
@@ -71,24 +85,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"as model hardware: {machine.text()}", flush=True)
         if not args.bootstrap:
             print("starting a 3-node Kafka on 127.0.0.1 ...", flush=True)
+        payloads = {size: payload_file(Path(tmp), size) for size in {row.message_bytes for row in ROWS}}
         with given_or_started(args.bootstrap, Path(tmp), nodes=3) as bootstrap:
-            results = [measure_row(bootstrap, row, args.megabytes, machine) for row in ROWS]
+            print("warming the brokers up (not measured) ...", flush=True)
+            for row in WARM_UP:
+                with new_topic(bootstrap, row) as topic:
+                    produce(bootstrap, topic, row, payloads, records(row, args.megabytes))
+            results = [measure_row(bootstrap, row, args.megabytes, machine, payloads) for row in ROWS]
     print(verdict(results))
     if args.json:
         print(json.dumps({"machine": asdict(machine), "rows": results}))
     return 0
 
 
-def measure_row(bootstrap: str, row: Row, megabytes: int, machine: Machine) -> dict:
-    """Run one row on a fresh topic and print measured, predicted and their ratio."""
+def payload_file(directory: Path, size: int, count: int = 1000) -> Path:
+    """``count`` payloads of ``size`` random capital letters, one per line, as the perf tool would draw."""
+    path = directory / f"payloads-{size}.txt"
+    rng = random.Random(size)
+    path.write_text("\n".join("".join(rng.choices(string.ascii_uppercase, k=size)) for _ in range(count)))
+    return path
+
+
+def records(row: Row, megabytes: int) -> int:
+    return max(1, megabytes * 1_000_000 // row.message_bytes)
+
+
+@contextmanager
+def new_topic(bootstrap: str, row: Row) -> Iterator[str]:
+    """A fresh topic of :data:`PARTITIONS` for ``row``, deleted after it (rows write gigabytes)."""
     topic = f"capacity-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, PARTITIONS, row.replication_factor)
-    records = max(1, megabytes * 1_000_000 // row.message_bytes)
-    if row.producers:
-        measured = produce(bootstrap, topic, row, records)
-    else:  # a consumer row reads what a producer wrote first (not timed)
-        produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), records)
-        measured = consume(bootstrap, topic, records)
+    try:
+        yield topic
+    finally:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+
+
+def measure_row(
+    bootstrap: str, row: Row, megabytes: int, machine: Machine, payloads: dict[int, Path]
+) -> dict:
+    """Run one row on a fresh topic and print measured, predicted and their ratio."""
+    count = records(row, megabytes)
+    with new_topic(bootstrap, row) as topic:
+        if row.producers:
+            measured = produce(bootstrap, topic, row, payloads, count)
+        else:  # a consumer row reads what a producer wrote first (not timed)
+            produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), payloads, count)
+            measured = consume(bootstrap, topic, count)
     workload = Workload(
         message_bytes=row.message_bytes,
         batch_bytes=BATCH_BYTES,
@@ -116,14 +160,15 @@ def measure_row(bootstrap: str, row: Row, megabytes: int, machine: Machine) -> d
 PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
 
 
-def produce(bootstrap: str, topic: str, row: Row, records: int) -> float:
-    """Records/s of ``row.producers`` perf-test producers started at once, sending ``records`` between them:
-    the sum of each tool's own figure (its JVM's start left out; the tools overlap but for their starts)."""
-    each = max(1, records // row.producers)
+def produce(bootstrap: str, topic: str, row: Row, payloads: dict[int, Path], count: int) -> float:
+    """Records/s of ``row.producers`` perf-test producers started at once, sending ``count`` records between
+    them: the sum of each tool's own figure (its JVM's start left out; the tools overlap but for their
+    starts)."""
+    each = max(1, count // row.producers)
     argv = tool_argv(
-        "kafka-producer-perf-test", "--topic", topic, "--num-records", str(each), "--record-size",
-        str(row.message_bytes), "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
-        f"acks={row.acks}", heap="512m", quick=False,
+        "kafka-producer-perf-test", "--topic", topic, "--num-records", str(each), "--payload-file",
+        str(payloads[row.message_bytes]), "--throughput", "-1", "--producer-props",
+        f"bootstrap.servers={bootstrap}", f"acks={row.acks}", heap="512m", quick=False,
     )  # fmt: skip
     tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in
              range(row.producers)]  # fmt: skip
