@@ -19,8 +19,9 @@ import streamlit as st
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs this file as a script
 
 from app import ui
+from app.capacity.calibration import confidence
 from app.capacity.failure import Producer, lose_brokers, stalled_members
-from app.capacity.model import ACKS, CONFIDENCE, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
 from app.cluster import cluster_shape, live_placement, traffic_queries, traffic_shape
@@ -115,6 +116,12 @@ def workload_inputs() -> dict:
         "partitions": sidebar.number_input("Partitions", min_value=0, key="partitions"),
         "producers": sidebar.number_input("Producers", min_value=0, value=WL.producers),
         "consumers": sidebar.number_input("Consumers", min_value=0, value=WL.consumers, key="consumers"),
+        "backlog_gb": sidebar.number_input(
+            "Consumers behind by (GB)",
+            min_value=0.0,
+            value=WL.backlog_gb,
+            help="Past what the brokers' page cache holds, consumers read from disk.",
+        ),
     }
 
 
@@ -153,7 +160,7 @@ def show_throughput(hw: Hardware, wl: Workload) -> None:
     cols[1].metric("Produce MB/s", f"{result.mb_per_s(result.produce.records_per_s):,.1f}")
     cols[2].metric("Consume records/s", f"{result.consume.records_per_s:,.0f}")
     st.markdown(f"**Bottleneck** — {result.bottleneck}")
-    st.caption(CONFIDENCE)
+    st.caption(confidence())
     bounds = [*result.produce_bounds, *result.consume_bounds]
     st.bar_chart({b.name: b.records_per_s for b in bounds}, horizontal=True)
     st.subheader("Compare with a change")

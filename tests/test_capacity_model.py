@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.capacity.model import MIB, REFERENCE_FACTOR, CapacityError, Hardware, Workload, throughput
+from app.capacity.model import MIB, REFERENCE_FACTOR, CapacityError, CpuCosts, Hardware, Workload, throughput
 
 LINKEDIN = Hardware()  # 3 brokers, 6 cores at 2.5 GHz, 6 disks ~822 MB/s, 32 GB RAM, 1 GbE
 REF = Workload(message_bytes=100, batch_bytes=8196, acks="1", partitions=6, producers=1, consumers=1)
@@ -36,7 +36,9 @@ def test_producer_matches_linkedin(replication_factor, records_per_s, mb_per_s):
     result = throughput(LINKEDIN, replace(REF, replication_factor=replication_factor))
     assert within(result.produce.records_per_s, records_per_s)
     assert within(result.mb_per_s(result.produce.records_per_s), mb_per_s)
-    assert result.produce.kind == "network"  # "from about 100 bytes the network saturates"
+    # "from about 100 bytes the network saturates": its bound is within 10 % of the answer
+    network = min(b.records_per_s for b in result.produce_bounds if b.kind == "network")
+    assert network <= 1.1 * result.produce.records_per_s
 
 
 def test_consumer_matches_linkedin():
@@ -60,10 +62,50 @@ def test_records_fall_and_megabytes_rise_as_messages_grow():
     assert mb == sorted(mb) and len(set(mb)) == len(mb)
 
 
-def test_small_messages_are_cpu_bound_and_100_bytes_network_bound():
+def test_small_messages_are_cpu_bound_and_large_ones_network_bound():
     tiny = throughput(LINKEDIN, replace(REF, message_bytes=10))
     assert tiny.produce.kind == "cpu"
-    assert throughput(LINKEDIN, REF).produce.kind == "network"
+    network = min(b.records_per_s for b in tiny.produce_bounds if b.kind == "network")
+    assert network > 3 * tiny.produce.records_per_s  # "CPU, not the network, is the limit"
+    assert throughput(LINKEDIN, replace(REF, message_bytes=1000)).produce.kind == "network"
+
+
+def test_acks_all_costs_a_single_producer_as_the_published_runs_show():
+    # AlphaHinex 2022 (Kafka 2.4.1, default batches): acks=all 335,629 vs acks=1 615,558 records/s, 0.545x;
+    # LinkedIn 2014: 421,823 vs 786,980, 0.536x. The model must move the same way, by a similar share.
+    rf3 = replace(REF, replication_factor=3, batch_bytes=16_384)
+    ratio = (
+        throughput(LINKEDIN, replace(rf3, acks="all")).produce.records_per_s
+        / throughput(LINKEDIN, rf3).produce.records_per_s
+    )
+    assert 0.545 / 1.5 <= ratio <= 0.545 * 1.5
+    assert throughput(LINKEDIN, replace(rf3, acks="all")).produce.kind == "latency"
+
+
+def test_tiny_batches_make_the_producer_cpu_bound():
+    # Kafka's 2011 paper: 50,000 messages/s in batches of 1 against 400,000 in batches of 50 (200 B)
+    tiny = replace(REF, message_bytes=10, acks="0")  # the 2011 producer waited for no acknowledgement
+    small, large = (throughput(LINKEDIN, replace(tiny, batch_bytes=b)).produce for b in (64, 128_000))
+    assert small.records_per_s < large.records_per_s / 2 and small.kind == "cpu"
+
+
+def test_lagging_consumers_read_from_disk_once_the_page_cache_is_outrun():
+    # 3 brokers with 26 GB of page cache each hold 78 GB of writes; RF 3 at 100 B (122 on disk): a group
+    # behind by more than 78e9 / 3 / 1.22 = 21.3 GB of payload reads from disk.
+    caught_up = throughput(LINKEDIN, replace(REF, replication_factor=3, backlog_gb=21))
+    behind = throughput(LINKEDIN, replace(REF, replication_factor=3, backlog_gb=22))
+    assert "broker disk reads" not in {b.name for b in caught_up.consume_bounds}
+    disk = {b.name: b.records_per_s for b in behind.consume_bounds}["broker disk reads"]
+    assert disk == pytest.approx(3 * 6 * 137 * MIB / 122)
+
+
+def test_followers_and_a_reading_group_load_the_brokers_nics_out():
+    # RF 3 with one group reading along: each record leaves the cluster 3 times (2 followers, 1 group).
+    both = throughput(LINKEDIN, replace(REF, replication_factor=3, producers=3, consumers=1))
+    out = {b.name: b.records_per_s for b in both.produce_bounds}["broker NIC out to followers, group"]
+    assert out == pytest.approx(3 * LINKEDIN.goodput_bytes_per_s / (122 * 3))
+    alone = throughput(LINKEDIN, replace(REF, replication_factor=1, consumers=0))
+    assert not any("NIC out" in b.name for b in alone.produce_bounds)  # nothing leaves
 
 
 def test_one_producer_cannot_exceed_its_nic():
@@ -121,14 +163,16 @@ def test_a_producer_only_workload_is_valid_and_consumes_nothing():
 
 
 def test_on_one_shared_machine_every_replica_costs_the_same_cores_loopback_and_disk():
-    # Everything on one 2-core machine: each record costs the producer's 1000 cycles and 1000 per replica,
-    # crosses the loopback and lands on the disk once per replica; a producer thread uses one core.
+    # Everything on one 2-core machine: each record costs the producer's cycles and those of every
+    # replica, crosses the loopback and lands on the disk once per replica; a producer thread uses a core.
     laptop = Hardware(cores=2, clock_ghz=2.5, nic_gbps=40, disks=1, disk_mbps=500, shared_machine=True)
-    rf3 = throughput(laptop, replace(REF, replication_factor=3, producers=3, acks="0"))
+    costs = CpuCosts(producer_record=1000, broker_record=1000, byte=0.5, batch=6700)
+    rf3 = throughput(laptop, replace(REF, replication_factor=3, producers=3, acks="0"), costs)
     bounds = {b.name: b.records_per_s for b in rf3.produce_bounds}
-    assert bounds["machine CPU"] == pytest.approx(2 * 2.5e9 / (1000 + 3 * 1000))  # 1.25 M
-    assert bounds["producer CPU"] == pytest.approx(3 * 2.5e9 / 1000)
+    # 122 wire bytes at 0.5 cycles = 61; 8196 // 122 = 67 records per batch: 6700 / 67 = 100 per record
+    assert bounds["machine CPU"] == pytest.approx(2 * 2.5e9 / ((1000 + 61) + 100 + 3 * (1000 + 61 + 100)))
+    assert bounds["producer CPU"] == pytest.approx(3 * 2.5e9 / (1000 + 61))  # the caller's thread paces it
     assert bounds["disk"] == pytest.approx(500 * MIB / (122 * 3))
     assert rf3.produce.name == "machine CPU"
-    rf1 = throughput(laptop, replace(REF, replication_factor=1, producers=3, acks="0"))
+    rf1 = throughput(laptop, replace(REF, replication_factor=1, producers=3, acks="0"), costs)
     assert rf1.produce.records_per_s > rf3.produce.records_per_s  # replicas compete for the same cores

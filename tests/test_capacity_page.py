@@ -12,7 +12,7 @@ from derived_exporter import DerivedExporter
 from streamlit.testing.v1 import AppTest
 from waiting import wait_for
 
-from app.capacity.model import Workload
+from app.capacity.model import Hardware, Workload, throughput
 from app.cluster import MIB, cluster_shape, traffic_queries, traffic_shape
 from common.errors import InputError
 from peers import kafka_tools
@@ -35,10 +35,13 @@ def test_defaults_show_linkedin_throughput_and_bottleneck():
     at = run()
     produced = int(at.metric[0].value.replace(",", ""))
     assert 821_557 / 1.5 <= produced <= 821_557 * 1.5  # LinkedIn, 1 producer, no replication
-    assert any("producer NIC" in m.value for m in at.markdown)
+    bottleneck = throughput(Hardware(), Workload()).produce.name  # the page shows the model's own bound
+    assert any(f"produce: {bottleneck}" in m.value for m in at.markdown)
     assert not at.error
-    # how far to trust it, beside the answer: the published figures and the real local cluster's
-    assert any("LinkedIn" in c.value and "`kobs bench capacity`" in c.value for c in at.caption)
+    # how far to trust it, beside the answer: the published figures held out and the real local cluster's
+    assert any(
+        "`kobs whatif calibration`" in c.value and "`kobs bench capacity`" in c.value for c in at.caption
+    )
 
 
 def test_failure_tab_shows_blocking_time_for_the_incident():
@@ -72,7 +75,10 @@ def test_changing_replication_factor_compares_against_linkedins_figure():
     compare = at.dataframe[COMPARE].value
     then = int(compare.loc["produce records/s", "then"].replace(",", ""))
     assert 786_980 / 1.5 <= then <= 786_980 * 1.5  # LinkedIn, 1 producer, RF 3, acks=1
-    assert "producer NIC" in compare.loc["bottleneck", "then"]
+    # the page compares against the model's answer for the changed workload, not the first one's
+    assert (
+        compare.loc["bottleneck", "then"] == throughput(Hardware(), Workload(replication_factor=3)).bottleneck
+    )
 
 
 def test_a_bad_change_is_reported_in_its_tab_and_the_other_answers_stand():

@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
 
+from app.capacity import calibration
 from app.capacity.failure import DEFAULT_BUFFER_MEMORY, Producer, lose_brokers
-from app.capacity.model import MIB, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import DEFAULT_COSTS, MIB, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate, parse_load
 from app.capacity.sizing import Demand, grow, size
 from common.placement import assign_replicas, coordinator_partition
@@ -34,6 +35,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     _assign_parser(questions)
     _coordinator_parser(questions)
     _quota_parser(questions)
+    _question(
+        questions,
+        "calibration",
+        "the model against the published benchmarks it is fitted on and held out from",
+        _calibration,
+    )
 
 
 def _question(questions: argparse._SubParsersAction, name: str, help_text: str, handler: Handler):
@@ -118,6 +125,12 @@ def _throughput_parser(questions: argparse._SubParsersAction) -> None:
     g.add_argument("--producers", type=int, default=WL.producers, help="producer threads, one per machine")
     g.add_argument("--consumers", type=int, default=WL.consumers, help="consumer threads in one group")
     g.add_argument(
+        "--backlog-gb",
+        type=float,
+        default=WL.backlog_gb,
+        help="how far behind the consumers read, GB of payload: past the page cache they read from disk",
+    )
+    g.add_argument(
         "--what-if",
         action="append",
         default=[],
@@ -161,6 +174,21 @@ def _throughput_table(columns: dict[str, Throughput]) -> str:
         [b.name, f"{b.records_per_s:,.0f}", b.kind] for b in (*first.produce_bounds, *first.consume_bounds)
     ]
     return table(rows) + "\n\n" + table(bound_rows) + "\n(MB/s: payload MiB/s, as LinkedIn reported them)"
+
+
+# --- calibration ---------------------------------------------------------------------------------------
+
+
+def _calibration(_args: argparse.Namespace) -> tuple[dict, str]:
+    costs = DEFAULT_COSTS
+    median, worst = calibration.error(calibration.compare(calibration.HELD_OUT, costs))
+    rows = [
+        {**c.row.as_dict(), "fitted": c.row in calibration.FITTED, "model_records_per_s": round(c.model)}
+        for c in calibration.compare((*calibration.FITTED, *calibration.HELD_OUT), costs)
+    ]
+    doc = {"costs": asdict(costs), "held_out_median_factor": median, "held_out_worst_factor": worst,
+           "rows": rows, "sources": calibration.SOURCES}  # fmt: skip
+    return doc, calibration.report(costs)
 
 
 # --- size ---------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Producer and consumer throughput as first-principles bounds on hardware and workload.
 
 Every bound is a records-per-second ceiling set by one resource; the throughput is the smallest, and that
-resource is the bottleneck. The formulas and constants are explained in ``docs/capacity.md``; the defaults
-are the hardware and workload of LinkedIn's 2014 benchmark (Kafka 0.8.1), whose published figures the
-model reproduces within :data:`REFERENCE_FACTOR`.
+resource is the bottleneck. The formulas are explained in ``docs/capacity.md``; the CPU and wait constants
+are fitted on published benchmarks (:mod:`app.capacity.calibration`). The default hardware and workload are
+LinkedIn's 2014 benchmark, whose published figures the model reproduces within :data:`REFERENCE_FACTOR`.
 
 Units: NIC speeds in decimal Gb/s (networking convention); disk bandwidth and every reported MB/s in
 MiB (2**20 bytes), as LinkedIn reported 821,557 records/s of 100 bytes as "78.3 MB/s".
@@ -23,13 +23,6 @@ GIB = 2**30
 # wire (frame 1500 + header 14 + FCS 4 + preamble 8 + inter-frame gap 12).
 TCP_GOODPUT = 1448 / 1538
 REFERENCE_FACTOR = 1.5  # the model stays within this factor of every published reference figure
-# How far to trust an answer, as measured (docs/capacity.md): shown beside every throughput answer.
-CONFIDENCE = (
-    "Upper bounds. Within 1.25x of LinkedIn's published 2014 figures; against a real 3-node Kafka on one "
-    "2-core machine (`kobs bench capacity`) 10-28x high for producers and about 2x for a consumer, because "
-    "CPU per message, the acks=all wait and per-byte costs are not modelled yet (docs/capacity.md)."
-)
-
 Acks = Literal["0", "1", "all"]
 ACKS: tuple[Acks, ...] = ("0", "1", "all")
 
@@ -112,11 +105,12 @@ class Workload:
     consumers: int = 1  # consumer threads in one group, one per core of its own machine; 0: produce-only
     overhead_bytes: int = 22  # per-message framing on the wire and on disk
     max_in_flight: int = 5  # max.in.flight.requests.per.connection
+    backlog_gb: float = 0.0  # how far behind the consumers read (GB of payload); 0: they keep up
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
             raise CapacityError("acks", f"must be one of 0, 1, all, got {self.acks!r}")
-        check_positive(self, allow_zero=("producers", "consumers"))
+        check_positive(self, allow_zero=("producers", "consumers", "backlog_gb"))
         if self.producers == 0 and self.consumers == 0:
             raise CapacityError("producers", "0 producers and 0 consumers leave nothing to model")
 
@@ -131,15 +125,43 @@ class Workload:
 
 @dataclass(frozen=True)
 class CpuCosts:
-    """CPU cycles spent per message; round numbers for a lock, a CRC and a copy (see docs/capacity.md)."""
+    """CPU cycles per record, per wire byte and per record batch, and the waits of an acknowledgement.
 
-    producer: float = 1000.0  # accumulator append under a lock, CRC, buffer copy
-    consumer: float = 1000.0  # CRC check, decode, hand-over to the application
-    broker: float = 1000.0  # per replica: validate, assign offset, append
+    The defaults are calibrated on published benchmarks by :func:`app.capacity.calibration.fit` (each
+    constant from the one published row where it decides the answer; ``docs/capacity.md`` says which and
+    how far the rows held out are off); ``byte`` and ``rtt_ms`` are assumed, not fitted."""
+
+    producer_record: float = 2614.0  # append under the accumulator's lock, CRC, size bookkeeping
+    broker_record: float = 5613.0  # per replica: validate, assign the offset, append
+    consumer_record: float = 792.0  # CRC check, decode, hand-over
+    byte: float = 1.0  # per wire byte on each side: copies and CRC32C (~0.25 cycles/byte each)
+    batch: float = 40000.0  # per record batch on each side: a request's framing, syscalls, wake-ups
     rtt_ms: float = 0.5  # produce request round trip on a LAN, leader append included
+    replica_wait_ms: float = 11.48  # acks=all: the followers fetch the batch and fetch again
 
     def __post_init__(self) -> None:
         check_positive(self)
+
+    def producer_caller(self, wl: Workload) -> float:
+        """Cycles per record of the thread calling ``send()``: the record's append and its bytes' copy."""
+        return self.producer_record + self.byte * wl.wire_bytes
+
+    def producer_sender(self, wl: Workload) -> float:
+        """Cycles per record of the producer's I/O thread, which ships whole batches."""
+        return self.batch / wl.batch_records
+
+    def broker(self, wl: Workload) -> float:
+        """Cycles one replica's broker spends per record of ``wl``."""
+        return self.broker_record + self.byte * wl.wire_bytes + self.batch / wl.batch_records
+
+    def consumer(self, wl: Workload) -> float:
+        """Cycles a consumer thread spends per record (fetches are large: batches cost nothing extra)."""
+        return self.consumer_record + self.byte * wl.wire_bytes
+
+    def ack_wait_s(self, acks: Acks) -> float:
+        """How long a produce request waits: nothing (acks=0), the leader's round trip (1), or that plus
+        the followers fetching the batch and fetching again, which moves the high watermark (all)."""
+        return {"0": 0.0, "1": self.rtt_ms, "all": self.rtt_ms + self.replica_wait_ms}[acks] / 1000
 
 
 DEFAULT_COSTS = CpuCosts()
@@ -189,12 +211,6 @@ class Throughput:
         }
 
 
-def ack_round_trip_s(acks: Acks, costs: CpuCosts) -> float:
-    """How long a produce request waits: nothing (acks=0), the leader (1), or the leader plus one follower
-    fetch round trip, after which the follower's next fetch advances the high watermark (all)."""
-    return {"0": 0.0, "1": 1.0, "all": 2.0}[acks] * costs.rtt_ms / 1000
-
-
 def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> Throughput:
     """All producer and consumer bounds for ``wl`` on ``hw``; raises :class:`CapacityError` on bad input.
 
@@ -212,43 +228,72 @@ def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> T
 
 def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
     rf, wire, cycles_per_s = wl.replication_factor, wl.wire_bytes, hw.clock_ghz * 1e9
+    # A producer's two threads run on cores of their own: the slower of them paces it.
+    caller, sender, broker = costs.producer_caller(wl), costs.producer_sender(wl), costs.broker(wl)
+    producer = max(caller, sender)
     if hw.shared_machine:  # every copy of a record crosses the one loopback and lands on the one disk
         produce = [
-            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),  # a thread, a core
+            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),  # a thread, a core
             Bound("loopback", "network", hw.goodput_bytes_per_s / (wire * rf)),
             Bound("disk", "disk", hw.disk_bytes_per_s / (wire * rf)),
-            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (costs.producer + rf * costs.broker)),
+            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (caller + sender + rf * broker)),
         ]
     else:
         # Brokers that hold any replica share the load; with fewer replicas than brokers some sit idle.
         loaded = min(hw.brokers, wl.partitions * rf)
         produce = [
             Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / wire),
-            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / costs.producer),
+            Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),
             # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
             Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
             Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
-            Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (costs.broker * rf)),
+            Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (broker * rf)),
         ]
-    wait_s = ack_round_trip_s(wl.acks, costs)
+        # ... and leaves it rf - 1 times to the followers, and once more to a group reading along.
+        copies_out = rf - 1 + (1 if wl.consumers else 0)
+        if copies_out:
+            produce.append(
+                Bound(
+                    "broker NIC out to followers, group",
+                    "network",
+                    loaded * hw.goodput_bytes_per_s / (wire * copies_out),
+                )
+            )
+    wait_s = costs.ack_wait_s(wl.acks)
     if wait_s:
-        # Per producer and round trip: max_in_flight requests per broker, each one batch per partition.
-        per_trip = wl.max_in_flight * wl.partitions * wl.batch_records
-        produce.append(Bound(f"acks={wl.acks} round trip", "latency", wl.producers * per_trip / wait_s))
+        # Per producer and wait: max_in_flight requests per broker, each one batch per partition.
+        per_wait = wl.max_in_flight * wl.partitions * wl.batch_records
+        produce.append(Bound(f"acks={wl.acks} wait", "latency", wl.producers * per_wait / wait_s))
     return produce
 
 
 def _consume_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
     wire, cycles_per_s = wl.wire_bytes, hw.clock_ghz * 1e9
     active = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
+    per_thread = cycles_per_s / costs.consumer(wl)
     if hw.shared_machine:
-        return [
+        consume = [
             Bound("loopback", "network", hw.goodput_bytes_per_s / wire),
-            Bound("consumer CPU", "cpu", min(active, hw.cores) * cycles_per_s / costs.consumer),
+            Bound("consumer CPU", "cpu", min(active, hw.cores) * per_thread),
         ]
-    leaders = min(hw.brokers, wl.partitions)
-    return [
-        Bound("consumer NIC", "network", active * hw.goodput_bytes_per_s / wire),
-        Bound("consumer CPU", "cpu", active * cycles_per_s / costs.consumer),
-        Bound("broker NIC out", "network", leaders * hw.goodput_bytes_per_s / wire),
-    ]
+    else:
+        consume = [
+            Bound("consumer NIC", "network", active * hw.goodput_bytes_per_s / wire),
+            Bound("consumer CPU", "cpu", active * per_thread),
+            Bound(
+                "broker NIC out", "network", min(hw.brokers, wl.partitions) * hw.goodput_bytes_per_s / wire
+            ),
+        ]
+    if reads_from_disk(hw, wl):
+        leaders = 1 if hw.shared_machine else min(hw.brokers, wl.partitions)
+        consume.append(Bound("broker disk reads", "disk", leaders * hw.disk_bytes_per_s / wire))
+    return consume
+
+
+def reads_from_disk(hw: Hardware, wl: Workload) -> bool:
+    """Whether the consumers read older data than the page cache holds: every replica's writes pass
+    through a broker's page cache (LRU), so a broker keeps the last ``page cache`` bytes of all of them."""
+    held = hw.page_cache_bytes * (
+        1 if hw.shared_machine else min(hw.brokers, wl.partitions * wl.replication_factor)
+    )
+    return wl.backlog_gb * 1e9 * wl.wire_bytes / wl.message_bytes * wl.replication_factor > held

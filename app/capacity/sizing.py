@@ -9,7 +9,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from app.capacity.model import DEFAULT_COSTS, GIB, MIB, CapacityError, CpuCosts, Hardware, check_positive
+from app.capacity.model import (
+    DEFAULT_COSTS,
+    GIB,
+    MIB,
+    CapacityError,
+    CpuCosts,
+    Hardware,
+    Workload,
+    check_positive,
+)
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,8 @@ def size(hw: Hardware, demand: Demand, costs: CpuCosts = DEFAULT_COSTS) -> Sizin
     """What ``demand`` needs, per resource, against brokers like ``hw`` (``hw.brokers`` of them now)."""
     rf = demand.replication_factor
     wire = demand.wire_bytes_per_s
+    # the default producer's batches of this message size: cycles per record on each replica's broker
+    cycles = costs.broker(Workload(message_bytes=demand.message_bytes, overhead_bytes=demand.overhead_bytes))
     retention_s = demand.retention_hours * 3600
     # Retention deletes whole segments, so each partition replica may keep one segment past retention.
     disk = wire * retention_s * rf + demand.partitions * rf * demand.segment_bytes
@@ -114,7 +125,7 @@ def size(hw: Hardware, demand: Demand, costs: CpuCosts = DEFAULT_COSTS) -> Sizin
         # Every replica's writes go through the page cache; to serve the last read_behind_s seconds of the
         # leaders' data from memory, the cache must hold that long of everything written.
         Need("page cache", wire * rf * demand.read_behind_s, hw.page_cache_bytes, "B"),
-        Need("CPU", demand.records_per_s * rf * costs.broker, hw.cores * hw.clock_ghz * 1e9, "cycles/s"),
+        Need("CPU", demand.records_per_s * rf * cycles, hw.cores * hw.clock_ghz * 1e9, "cycles/s"),
     )
     return Sizing(demand, hw.brokers, needs)
 
