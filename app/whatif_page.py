@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit runs t
 from app import ui
 from app.capacity.calibration import confidence
 from app.capacity.failure import Producer, lose_brokers, stalled_members
-from app.capacity.model import ACKS, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import ACKS, CODECS, CapacityError, Hardware, Throughput, Workload, throughput
 from app.capacity.quota import BrokerLoad, allocate
 from app.capacity.sizing import Demand, grow, size
 from app.cluster import cluster_shape, live_placement, traffic_queries, traffic_shape
@@ -116,6 +116,13 @@ def workload_inputs() -> dict:
         "partitions": sidebar.number_input("Partitions", min_value=0, key="partitions"),
         "producers": sidebar.number_input("Producers", min_value=0, value=WL.producers),
         "consumers": sidebar.number_input("Consumers", min_value=0, value=WL.consumers, key="consumers"),
+        "compression": sidebar.selectbox("Compression", list(CODECS), key="compression"),
+        "compression_ratio": sidebar.number_input(
+            "Compression ratio",
+            min_value=0.0,
+            value=WL.compression_ratio,
+            help="How much the codec shrinks your records; 0: its published ratio on the Silesia corpus.",
+        ),
         "backlog_gb": sidebar.number_input(
             "Consumers behind by (GB)",
             min_value=0.0,

@@ -176,3 +176,45 @@ def test_on_one_shared_machine_every_replica_costs_the_same_cores_loopback_and_d
     assert rf3.produce.name == "machine CPU"
     rf1 = throughput(laptop, replace(REF, replication_factor=1, producers=3, acks="0"), costs)
     assert rf1.produce.records_per_s > rf3.produce.records_per_s  # replicas compete for the same cores
+
+
+def test_acks_all_waits_for_every_follower():
+    one = replace(REF, partitions=1, batch_bytes=122, max_in_flight=1, acks="all")
+    waits = {
+        rf: {
+            b.name: b.records_per_s
+            for b in throughput(Hardware(brokers=5), replace(one, replication_factor=rf)).produce_bounds
+        }["acks=all wait"]
+        for rf in (1, 2, 3, 5)
+    }
+    acks1 = {b.name: b.records_per_s for b in throughput(LINKEDIN, replace(one, acks="1")).produce_bounds}
+    assert waits[1] == acks1["acks=1 wait"]  # RF 1: the in-sync replicas are the leader alone
+    assert waits[1] > waits[2] > waits[3] > waits[5]  # the last of more followers comes later
+
+
+def test_compression_trades_cpu_for_bytes():
+    # lz4's README (lzbench, Silesia): lz4 shrinks 2.101x at 780 MB/s, gzip (level 6) 3.099x at 36 MB/s
+    kb = replace(REF, message_bytes=1000)
+    plain, lz4, gzip = (
+        throughput(LINKEDIN, replace(kb, compression=c)).produce for c in ("none", "lz4", "gzip")
+    )
+    assert plain.kind == lz4.kind == "network"  # 1 GbE still binds: lz4 sends 2.101x the records
+    assert lz4.records_per_s == pytest.approx(2.101 * plain.records_per_s)
+    assert gzip.name == "producer CPU" and gzip.records_per_s < lz4.records_per_s / 5
+    tiny = replace(REF, message_bytes=10)  # CPU-bound already: compressing costs records/s
+    assert throughput(LINKEDIN, replace(tiny, compression="lz4")).produce.records_per_s < (
+        throughput(LINKEDIN, tiny).produce.records_per_s
+    )
+    mine = throughput(LINKEDIN, replace(kb, compression="lz4", compression_ratio=4.0)).produce
+    assert mine.records_per_s > lz4.records_per_s  # a ratio of the user's own data replaces Silesia's
+
+
+def test_only_the_leader_decompresses_to_validate():
+    costs = CpuCosts()
+    rf3 = replace(REF, replication_factor=3, compression="zstd")
+    extra = costs.brokers(rf3) - 3 * costs.broker(rf3)  # beyond what every replica spends
+    assert extra == pytest.approx(4.9e9 / 1380e6 * 122)  # zstd decompresses at 1380 MB/s, once per record
+    with pytest.raises(CapacityError, match="compression: must be one of none, lz4"):
+        replace(REF, compression="brotli")
+    with pytest.raises(CapacityError, match="compression_ratio: applies to a codec"):
+        replace(REF, compression_ratio=2.0)

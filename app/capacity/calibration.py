@@ -133,14 +133,16 @@ def fit(assumed: CpuCosts = DEFAULT_COSTS) -> CpuCosts:
     consumer_record = consumer - assumed.byte * CONSUMER_ROW.workload.wire_bytes
     run = REPLICA_WAIT_ROW.workload
     in_flight = run.max_in_flight * run.partitions * run.batch_records
-    replica_wait_ms = in_flight / REPLICA_WAIT_ROW.records_per_s * 1000 - assumed.rtt_ms
+    followers = run.replication_factor - 1  # the wait is rtt + fetch turn x (1 + f / (f + 1))
+    wait_ms = in_flight / REPLICA_WAIT_ROW.records_per_s * 1000 - assumed.rtt_ms
+    follower_fetch_ms = wait_ms / (1 + followers / (followers + 1))
     return replace(
         assumed,
         producer_record=producer_record,
         broker_record=broker_record,
         consumer_record=consumer_record,
         batch=batch,
-        replica_wait_ms=replica_wait_ms,
+        follower_fetch_ms=follower_fetch_ms,
     )
 
 

@@ -11,7 +11,16 @@ from typing import Any
 
 from app.capacity import calibration
 from app.capacity.failure import DEFAULT_BUFFER_MEMORY, Producer, lose_brokers
-from app.capacity.model import DEFAULT_COSTS, MIB, CapacityError, Hardware, Throughput, Workload, throughput
+from app.capacity.model import (
+    CODECS,
+    DEFAULT_COSTS,
+    MIB,
+    CapacityError,
+    Hardware,
+    Throughput,
+    Workload,
+    throughput,
+)
 from app.capacity.quota import BrokerLoad, allocate, parse_load
 from app.capacity.sizing import Demand, grow, size
 from common.placement import assign_replicas, coordinator_partition
@@ -124,6 +133,13 @@ def _throughput_parser(questions: argparse._SubParsersAction) -> None:
     g.add_argument("--partitions", type=int, default=WL.partitions, help="partitions of the topic")
     g.add_argument("--producers", type=int, default=WL.producers, help="producer threads, one per machine")
     g.add_argument("--consumers", type=int, default=WL.consumers, help="consumer threads in one group")
+    g.add_argument("--compression", choices=list(CODECS), default=WL.compression, help="compression.type")
+    g.add_argument(
+        "--compression-ratio",
+        type=float,
+        default=WL.compression_ratio,
+        help="how much the codec shrinks your records; 0: its published ratio on the Silesia corpus",
+    )
     g.add_argument(
         "--backlog-gb",
         type=float,

@@ -93,6 +93,28 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class Codec:
+    """A compression codec's CPU cycles per uncompressed byte, and how much it shrinks data."""
+
+    ratio: float
+    compress: float
+    decompress: float
+
+
+# Single-core speeds and ratios on the Silesia corpus from lz4's README (lzbench, Core i7-9700K at 4.9 GHz),
+# as cycles per byte: 4.9e9 / (MB/s x 1e6). Kafka's defaults: lz4's fast compressor, gzip at zlib's level 6;
+# zstd is level 1 there (Kafka's default, level 3, compresses slower).
+_LZBENCH_HZ = 4.9e9
+CODECS = {
+    "none": Codec(1.0, 0.0, 0.0),
+    "lz4": Codec(2.101, _LZBENCH_HZ / 780e6, _LZBENCH_HZ / 4970e6),
+    "snappy": Codec(2.091, _LZBENCH_HZ / 565e6, _LZBENCH_HZ / 1950e6),
+    "zstd": Codec(2.883, _LZBENCH_HZ / 515e6, _LZBENCH_HZ / 1380e6),
+    "gzip": Codec(3.099, _LZBENCH_HZ / 36e6, _LZBENCH_HZ / 445e6),
+}
+
+
+@dataclass(frozen=True)
 class Workload:
     """What clients do: message shape, durability settings, parallelism."""
 
@@ -106,45 +128,66 @@ class Workload:
     overhead_bytes: int = 22  # per-message framing on the wire and on disk
     max_in_flight: int = 5  # max.in.flight.requests.per.connection
     backlog_gb: float = 0.0  # how far behind the consumers read (GB of payload); 0: they keep up
+    compression: str = "none"  # compression.type: none, lz4, snappy, zstd, gzip
+    compression_ratio: float = 0.0  # how much the codec shrinks these records; 0: its ratio on Silesia
 
     def __post_init__(self) -> None:
         if self.acks not in ACKS:
             raise CapacityError("acks", f"must be one of 0, 1, all, got {self.acks!r}")
-        check_positive(self, allow_zero=("producers", "consumers", "backlog_gb"))
+        if self.compression not in CODECS:
+            raise CapacityError(
+                "compression", f"must be one of {', '.join(CODECS)}, got {self.compression!r}"
+            )
+        check_positive(self, allow_zero=("producers", "consumers", "backlog_gb", "compression_ratio"))
+        if self.compression_ratio and self.compression == "none":
+            raise CapacityError("compression_ratio", "applies to a codec: set compression too, or leave it 0")
         if self.producers == 0 and self.consumers == 0:
             raise CapacityError("producers", "0 producers and 0 consumers leave nothing to model")
 
     @property
     def wire_bytes(self) -> int:
+        """A record's bytes before compression: payload and framing."""
         return self.message_bytes + self.overhead_bytes
 
     @property
+    def codec(self) -> Codec:
+        return CODECS[self.compression]
+
+    @property
+    def stored_bytes(self) -> float:
+        """A record's bytes on the network and on disk, compressed when a codec is set."""
+        return self.wire_bytes / (self.compression_ratio or self.codec.ratio)
+
+    @property
     def batch_records(self) -> int:
-        return max(1, self.batch_bytes // self.wire_bytes)
+        """Records per batch: the producer fills ``batch.size`` with compressed bytes."""
+        return max(1, int(self.batch_bytes // self.stored_bytes))
 
 
 @dataclass(frozen=True)
 class CpuCosts:
-    """CPU cycles per record, per wire byte and per record batch, and the waits of an acknowledgement.
+    """CPU cycles per record, per byte and per record batch, and the waits of an acknowledgement.
 
     The defaults are calibrated on published benchmarks by :func:`app.capacity.calibration.fit` (each
     constant from the one published row where it decides the answer; ``docs/capacity.md`` says which and
-    how far the rows held out are off); ``byte`` and ``rtt_ms`` are assumed, not fitted."""
+    how far the rows held out are off); ``byte`` and ``rtt_ms`` are assumed, not fitted. Compression costs
+    come from the codec (:data:`CODECS`)."""
 
     producer_record: float = 2614.0  # append under the accumulator's lock, CRC, size bookkeeping
     broker_record: float = 5613.0  # per replica: validate, assign the offset, append
     consumer_record: float = 792.0  # CRC check, decode, hand-over
-    byte: float = 1.0  # per wire byte on each side: copies and CRC32C (~0.25 cycles/byte each)
+    byte: float = 1.0  # per byte on each side: copies and CRC32C (~0.25 cycles/byte each)
     batch: float = 40000.0  # per record batch on each side: a request's framing, syscalls, wake-ups
     rtt_ms: float = 0.5  # produce request round trip on a LAN, leader append included
-    replica_wait_ms: float = 11.48  # acks=all: the followers fetch the batch and fetch again
+    follower_fetch_ms: float = 6.89  # one turn of a follower's fetch loop under load
 
     def __post_init__(self) -> None:
         check_positive(self)
 
     def producer_caller(self, wl: Workload) -> float:
-        """Cycles per record of the thread calling ``send()``: the record's append and its bytes' copy."""
-        return self.producer_record + self.byte * wl.wire_bytes
+        """Cycles per record of the thread calling ``send()``: the record's append, its bytes' copy and
+        compression (the batch compresses as records are appended)."""
+        return self.producer_record + (self.byte + wl.codec.compress) * wl.wire_bytes
 
     def producer_sender(self, wl: Workload) -> float:
         """Cycles per record of the producer's I/O thread, which ships whole batches."""
@@ -152,16 +195,26 @@ class CpuCosts:
 
     def broker(self, wl: Workload) -> float:
         """Cycles one replica's broker spends per record of ``wl``."""
-        return self.broker_record + self.byte * wl.wire_bytes + self.batch / wl.batch_records
+        return self.broker_record + self.byte * wl.stored_bytes + self.batch / wl.batch_records
+
+    def brokers(self, wl: Workload) -> float:
+        """Cycles all replicas' brokers spend per record: the leader also decompresses every compressed
+        batch to validate its records (followers append batches as they are)."""
+        return wl.replication_factor * self.broker(wl) + wl.codec.decompress * wl.wire_bytes
 
     def consumer(self, wl: Workload) -> float:
         """Cycles a consumer thread spends per record (fetches are large: batches cost nothing extra)."""
-        return self.consumer_record + self.byte * wl.wire_bytes
+        return self.consumer_record + (self.byte + wl.codec.decompress) * wl.wire_bytes
 
-    def ack_wait_s(self, acks: Acks) -> float:
-        """How long a produce request waits: nothing (acks=0), the leader's round trip (1), or that plus
-        the followers fetching the batch and fetching again, which moves the high watermark (all)."""
-        return {"0": 0.0, "1": self.rtt_ms, "all": self.rtt_ms + self.replica_wait_ms}[acks] / 1000
+    def ack_wait_s(self, acks: Acks, followers: int) -> float:
+        """How long a produce request waits: nothing (acks=0), the leader's round trip (1), or for acks=all
+        also the followers: each is somewhere in its fetch loop when the batch lands, fetches it on its next
+        turn (the last of ``f`` after f / (f + 1) of a turn, on average) and tells the leader it has it on
+        the turn after, which moves the high watermark."""
+        wait = {"0": 0.0, "1": self.rtt_ms, "all": self.rtt_ms}[acks]
+        if acks == "all" and followers:
+            wait += self.follower_fetch_ms * (1 + followers / (followers + 1))
+        return wait / 1000
 
 
 DEFAULT_COSTS = CpuCosts()
@@ -227,16 +280,16 @@ def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> T
 
 
 def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
-    rf, wire, cycles_per_s = wl.replication_factor, wl.wire_bytes, hw.clock_ghz * 1e9
+    rf, wire, cycles_per_s = wl.replication_factor, wl.stored_bytes, hw.clock_ghz * 1e9
     # A producer's two threads run on cores of their own: the slower of them paces it.
-    caller, sender, broker = costs.producer_caller(wl), costs.producer_sender(wl), costs.broker(wl)
+    caller, sender, brokers = costs.producer_caller(wl), costs.producer_sender(wl), costs.brokers(wl)
     producer = max(caller, sender)
     if hw.shared_machine:  # every copy of a record crosses the one loopback and lands on the one disk
         produce = [
             Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),  # a thread, a core
             Bound("loopback", "network", hw.goodput_bytes_per_s / (wire * rf)),
             Bound("disk", "disk", hw.disk_bytes_per_s / (wire * rf)),
-            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (caller + sender + rf * broker)),
+            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (caller + sender + brokers)),
         ]
     else:
         # Brokers that hold any replica share the load; with fewer replicas than brokers some sit idle.
@@ -247,7 +300,7 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
             # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
             Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
             Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
-            Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / (broker * rf)),
+            Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / brokers),
         ]
         # ... and leaves it rf - 1 times to the followers, and once more to a group reading along.
         copies_out = rf - 1 + (1 if wl.consumers else 0)
@@ -259,7 +312,7 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
                     loaded * hw.goodput_bytes_per_s / (wire * copies_out),
                 )
             )
-    wait_s = costs.ack_wait_s(wl.acks)
+    wait_s = costs.ack_wait_s(wl.acks, rf - 1)
     if wait_s:
         # Per producer and wait: max_in_flight requests per broker, each one batch per partition.
         per_wait = wl.max_in_flight * wl.partitions * wl.batch_records
@@ -268,7 +321,7 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
 
 
 def _consume_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
-    wire, cycles_per_s = wl.wire_bytes, hw.clock_ghz * 1e9
+    wire, cycles_per_s = wl.stored_bytes, hw.clock_ghz * 1e9
     active = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
     per_thread = cycles_per_s / costs.consumer(wl)
     if hw.shared_machine:
@@ -296,4 +349,4 @@ def reads_from_disk(hw: Hardware, wl: Workload) -> bool:
     held = hw.page_cache_bytes * (
         1 if hw.shared_machine else min(hw.brokers, wl.partitions * wl.replication_factor)
     )
-    return wl.backlog_gb * 1e9 * wl.wire_bytes / wl.message_bytes * wl.replication_factor > held
+    return wl.backlog_gb * 1e9 * wl.stored_bytes / wl.message_bytes * wl.replication_factor > held

@@ -112,8 +112,11 @@ def size(hw: Hardware, demand: Demand, costs: CpuCosts = DEFAULT_COSTS) -> Sizin
     """What ``demand`` needs, per resource, against brokers like ``hw`` (``hw.brokers`` of them now)."""
     rf = demand.replication_factor
     wire = demand.wire_bytes_per_s
-    # the default producer's batches of this message size: cycles per record on each replica's broker
-    cycles = costs.broker(Workload(message_bytes=demand.message_bytes, overhead_bytes=demand.overhead_bytes))
+    # the default producer's batches of this message size: cycles per record on all replicas' brokers
+    records = Workload(
+        message_bytes=demand.message_bytes, overhead_bytes=demand.overhead_bytes, replication_factor=rf
+    )
+    cycles = costs.brokers(records)
     retention_s = demand.retention_hours * 3600
     # Retention deletes whole segments, so each partition replica may keep one segment past retention.
     disk = wire * retention_s * rf + demand.partitions * rf * demand.segment_bytes
@@ -125,7 +128,7 @@ def size(hw: Hardware, demand: Demand, costs: CpuCosts = DEFAULT_COSTS) -> Sizin
         # Every replica's writes go through the page cache; to serve the last read_behind_s seconds of the
         # leaders' data from memory, the cache must hold that long of everything written.
         Need("page cache", wire * rf * demand.read_behind_s, hw.page_cache_bytes, "B"),
-        Need("CPU", demand.records_per_s * rf * cycles, hw.cores * hw.clock_ghz * 1e9, "cycles/s"),
+        Need("CPU", demand.records_per_s * cycles, hw.cores * hw.clock_ghz * 1e9, "cycles/s"),
     )
     return Sizing(demand, hw.brokers, needs)
 
