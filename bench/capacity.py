@@ -29,8 +29,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
+from app.capacity.model import DEFAULT_COSTS as COSTS
 from app.capacity.model import Workload, throughput
-from bench.capacity_machine import Machine, measure
+from bench.capacity_machine import CpuUse, Machine, cpu_use, measure
 from bench.cli import at_least_one
 from peers.kafka import given_or_started
 from peers.kafka_tools import tool_argv
@@ -128,11 +129,13 @@ def measure_row(
     """Run one row on a fresh topic and print measured, predicted and their ratio."""
     count = records(row, megabytes)
     with new_topic(bootstrap, row) as topic:
-        if row.producers:
-            measured = produce(bootstrap, topic, row, payloads, count)
-        else:  # a consumer row reads what a producer wrote first (not timed)
+        if not row.producers:  # a consumer row reads what a producer wrote first (not timed)
             produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), payloads, count)
-            measured = consume(bootstrap, topic, count)
+        with cpu_use() as cpu:
+            if row.producers:
+                measured = produce(bootstrap, topic, row, payloads, count)
+            else:
+                measured = consume(bootstrap, topic, count)
     workload = Workload(
         message_bytes=row.message_bytes,
         batch_bytes=BATCH_BYTES,
@@ -147,7 +150,7 @@ def measure_row(
     ratio = bound.records_per_s / measured if measured else float("inf")
     print(
         f"  {row.name:<34} measured {measured:>11,.0f} records/s   model {bound.records_per_s:>11,.0f} "
-        f"({bound.name})   model/measured {ratio:.2f}",
+        f"({bound.name})   model/measured {ratio:.2f}\n  {'':<34} {cycles(cpu, count, machine, workload)}",
         flush=True,
     )
     return {
@@ -155,6 +158,20 @@ def measure_row(
         "measured_records_per_s": round(measured),
         "model_records_per_s": round(bound.records_per_s),
     }
+
+
+def cycles(cpu: CpuUse, count: int, machine: Machine, workload: Workload) -> str:
+    """CPU cycles per record the row took, the perf tools apart from the brokers, beside the model's."""
+    hz = machine.clock_ghz * 1e9
+    if workload.producers:
+        tools = COSTS.producer_caller(workload) + COSTS.producer_sender(workload)
+        brokers = f"{COSTS.brokers(workload):,.0f}"
+    else:
+        tools, brokers = COSTS.consumer(workload), "none: served by sendfile"
+    return (
+        f"CPU cycles per record: perf tools {cpu.tools_s * hz / count:,.0f} (model {tools:,.0f}), "
+        f"brokers and the rest {cpu.rest_s * hz / count:,.0f} (model {brokers})"
+    )
 
 
 PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")

@@ -8,9 +8,12 @@ its disk, which :meth:`Machine.hardware` says to the model (``shared_machine``).
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,3 +110,37 @@ def disk_mbps(scratch: Path, megabytes: int = 256) -> float:
     elapsed = time.perf_counter() - began
     path.unlink()
     return megabytes / elapsed
+
+
+@dataclass
+class CpuUse:
+    """CPU seconds spent during a block: by the child processes it waited for (the perf tools), and by
+    everything else on the machine (the brokers, on a quiet machine), this process left out."""
+
+    tools_s: float = 0.0
+    rest_s: float = 0.0
+
+
+@contextmanager
+def cpu_use() -> Iterator[CpuUse]:
+    use = CpuUse()
+    tools, busy, own = _children_s(), _machine_busy_s(), _own_s()
+    yield use
+    use.tools_s = _children_s() - tools
+    use.rest_s = _machine_busy_s() - busy - use.tools_s - (_own_s() - own)
+
+
+def _children_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _own_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _machine_busy_s() -> float:
+    """Seconds all cores were busy since boot (/proc/stat: every state but idle and iowait)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
