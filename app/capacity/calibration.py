@@ -285,7 +285,7 @@ def confidence(costs: CpuCosts = DEFAULT_COSTS) -> str:
         f"Estimates, fitted on {len(FITTED)} published benchmark figures. On {len(held_out)} others held "
         f"out: median x{median:.2f} off, {sum(c.factor <= 2 for c in held_out)} within x2, worst "
         f"x{worst:.0f} (`kobs whatif calibration`). Against a real 3-node Kafka on one 2-core machine "
-        "(`kobs bench capacity`): 0.5-0.7x with 100 B messages, 1.7-2x with 1 KB at RF 1, 0.5x with 1 KB at "
-        "acks=all: current Kafka spends fewer cycles per record than the 2011-2015 runs the CPU costs are "
-        "fitted on, and more per byte (docs/capacity.md)."
+        "(`kobs bench capacity`): 0.4-0.7x with 100 B messages (its brokers spend 2.5-3.5x fewer cycles per "
+        "record than the 2015 broker fitted on), 1.6-1.8x with 1 KB at RF 1, 0.55x with 1 KB at acks=all "
+        "(docs/capacity.md)."
     )
