@@ -26,7 +26,7 @@ def test_the_default_costs_are_the_fitted_ones():
         (calibration.CALLER_ROW, "producer CPU"),  # "at 10-byte messages the CPU ... is the limit"
         (calibration.BATCH_ROW, "producer CPU"),
         (calibration.CONSUMER_ROW, "consumer CPU"),
-        (calibration.REPLICA_WAIT_ROW, "acks=all wait"),
+        (calibration.FOLLOWER_FETCH_ROW, "acks=all wait"),
     ],
 )
 def test_each_fitted_figure_is_met_by_the_term_fitted_on_it(row, bound):
@@ -38,7 +38,7 @@ def test_each_fitted_figure_is_met_by_the_term_fitted_on_it(row, bound):
 def test_the_broker_cpu_matches_the_published_measurement():
     # Guo 2015: ~248 % of a 2.8 GHz core per broker receiving ~1.17 M records/s of 100 B
     cpu = calibration.BROKER_CPU
-    cores = cpu["records_per_s"] * DEFAULT_COSTS.broker(cpu["workload"]) / (cpu["clock_ghz"] * 1e9)
+    cores = cpu.records_per_s * DEFAULT_COSTS.broker(cpu.workload) / (cpu.clock_ghz * 1e9)
     assert cores == pytest.approx(2.48, rel=0.01)
 
 
@@ -53,7 +53,7 @@ def test_rows_held_out_stay_close():
 
 def test_every_row_names_a_known_source_and_no_row_is_both_fitted_and_held_out():
     rows = (*FITTED, *HELD_OUT)
-    assert {r.source for r in rows} | {calibration.BROKER_CPU["source"]} == set(SOURCES)
+    assert {r.source for r in rows} | {calibration.BROKER_CPU.source} == set(SOURCES)
     assert not set(FITTED) & set(HELD_OUT)
 
 

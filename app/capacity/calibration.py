@@ -93,15 +93,26 @@ BATCH_ROW = Published(
     "produce",
     50_000,
 )
+
+
+@dataclass(frozen=True)
+class BrokerCpu:
+    """A published broker CPU reading at a known rate: the cycles a broker spends per record."""
+
+    source: str
+    cores_busy: float
+    clock_ghz: float
+    records_per_s: float
+    workload: Workload
+
+    @property
+    def cycles_per_record(self) -> float:
+        return self.cores_busy * self.clock_ghz * 1e9 / self.records_per_s
+
+
 # Not a throughput: one broker's CPU (top: ~248 % of 8 vCPU at 2.8 GHz) receiving ~1.17 M records/s of
 # 100 B, RF 1; the old Scala producer's default batches of 200 messages are assumed.
-BROKER_CPU = {
-    "source": "guo-2015",
-    "cores_busy": 2.48,
-    "clock_ghz": 2.8,
-    "records_per_s": 1.17e6,
-    "workload": Workload(message_bytes=100, batch_bytes=200 * 122),
-}
+BROKER_CPU = BrokerCpu("guo-2015", 2.48, 2.8, 1.17e6, Workload(message_bytes=100, batch_bytes=200 * 122))
 # One consumer thread reading 100 B records faster than any other published consumer: its CPU decides it.
 CONSUMER_ROW = Published(
     "1 consumer, 100 B", "guo-2015", GUO, replace(LINKEDIN_RUN, producers=0, consumers=1), "consume",
@@ -109,7 +120,7 @@ CONSUMER_ROW = Published(
 )  # fmt: skip
 # acks=all with the Java producer's defaults (batch.size 16384, 5 requests in flight): the wait decides it.
 # The rate does not depend on the hardware (not published), only on the batches in flight and the wait.
-REPLICA_WAIT_ROW = Published(
+FOLLOWER_FETCH_ROW = Published(
     "acks=all, RF 3, 100 B, defaults",
     "alphahinex-2022",
     LINKEDIN,
@@ -126,15 +137,14 @@ def fit(assumed: CpuCosts = DEFAULT_COSTS) -> CpuCosts:
     producer_record = caller - assumed.byte * CALLER_ROW.workload.wire_bytes
     # batch size 1: every record is a batch of its own, shipped by the producer's I/O thread
     batch = BATCH_ROW.hardware.clock_ghz * 1e9 / BATCH_ROW.records_per_s * BATCH_ROW.workload.batch_records
-    wl = BROKER_CPU["workload"]
-    per_record = BROKER_CPU["cores_busy"] * BROKER_CPU["clock_ghz"] * 1e9 / BROKER_CPU["records_per_s"]
-    broker_record = per_record - assumed.byte * wl.wire_bytes - batch / wl.batch_records
+    wl = BROKER_CPU.workload
+    broker_record = BROKER_CPU.cycles_per_record - assumed.byte * wl.wire_bytes - batch / wl.batch_records
     consumer = CONSUMER_ROW.hardware.clock_ghz * 1e9 / CONSUMER_ROW.records_per_s
     consumer_record = consumer - assumed.byte * CONSUMER_ROW.workload.wire_bytes
-    run = REPLICA_WAIT_ROW.workload
+    run = FOLLOWER_FETCH_ROW.workload
     in_flight = run.max_in_flight * run.partitions * run.batch_records
     followers = run.replication_factor - 1  # the wait is rtt + fetch turn x (1 + f / (f + 1))
-    wait_ms = in_flight / REPLICA_WAIT_ROW.records_per_s * 1000 - assumed.rtt_ms
+    wait_ms = in_flight / FOLLOWER_FETCH_ROW.records_per_s * 1000 - assumed.rtt_ms
     follower_fetch_ms = wait_ms / (1 + followers / (followers + 1))
     return replace(
         assumed,
@@ -146,7 +156,7 @@ def fit(assumed: CpuCosts = DEFAULT_COSTS) -> CpuCosts:
     )
 
 
-FITTED = (CALLER_ROW, BATCH_ROW, CONSUMER_ROW, REPLICA_WAIT_ROW)
+FITTED = (CALLER_ROW, BATCH_ROW, CONSUMER_ROW, FOLLOWER_FETCH_ROW)
 
 # --- every other published figure, held out --------------------------------------------------------------
 
