@@ -218,3 +218,15 @@ def test_only_the_leader_decompresses_to_validate():
         replace(REF, compression="brotli")
     with pytest.raises(CapacityError, match="compression_ratio: applies to a codec"):
         replace(REF, compression_ratio=2.0)
+
+
+def test_acks_all_on_few_partitions_waits_for_the_followers_fetch_limit():
+    # replica.fetch.max.bytes (1 MiB by default): a follower brings at most that of a partition per turn
+    one = replace(REF, message_bytes=1000, batch_bytes=2**20, partitions=1, replication_factor=3, producers=4)
+    bounds = {b.name: b.records_per_s for b in throughput(LINKEDIN, replace(one, acks="all")).produce_bounds}
+    assert bounds["followers' fetch"] == pytest.approx(2**20 / 1022 / (CpuCosts().follower_fetch_ms / 1000))
+    many = throughput(LINKEDIN, replace(one, acks="all", partitions=10)).produce_bounds
+    assert {b.name: b.records_per_s for b in many}["followers' fetch"] == pytest.approx(
+        10 * bounds["followers' fetch"]
+    )
+    assert "followers' fetch" not in {b.name for b in throughput(LINKEDIN, one).produce_bounds}  # acks=1

@@ -22,6 +22,7 @@ GIB = 2**30
 # TCP payload per Ethernet frame at MTU 1500: 1448 bytes (IP 20 + TCP 20 + timestamps 12) out of 1538 on the
 # wire (frame 1500 + header 14 + FCS 4 + preamble 8 + inter-frame gap 12).
 TCP_GOODPUT = 1448 / 1538
+REPLICA_FETCH_MAX_BYTES = 2**20  # replica.fetch.max.bytes: what a follower fetches of a partition at most
 REFERENCE_FACTOR = 1.5  # the model stays within this factor of every published reference figure
 Acks = Literal["0", "1", "all"]
 ACKS: tuple[Acks, ...] = ("0", "1", "all")
@@ -317,6 +318,12 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
         # Per producer and wait: max_in_flight requests per broker, each one batch per partition.
         per_wait = wl.max_in_flight * wl.partitions * wl.batch_records
         produce.append(Bound(f"acks={wl.acks} wait", "latency", wl.producers * per_wait / wait_s))
+    if wl.acks == "all" and rf > 1:
+        # A follower's fetch brings at most replica.fetch.max.bytes of each partition per turn of its loop.
+        per_turn = REPLICA_FETCH_MAX_BYTES / wl.stored_bytes
+        produce.append(
+            Bound("followers' fetch", "latency", wl.partitions * per_turn / (costs.follower_fetch_ms / 1000))
+        )
     return produce
 
 
