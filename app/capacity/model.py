@@ -281,26 +281,26 @@ def throughput(hw: Hardware, wl: Workload, costs: CpuCosts = DEFAULT_COSTS) -> T
 
 
 def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
-    rf, wire, cycles_per_s = wl.replication_factor, wl.stored_bytes, hw.clock_ghz * 1e9
+    rf, size, cycles_per_s = wl.replication_factor, wl.stored_bytes, hw.clock_ghz * 1e9
     # A producer's two threads run on cores of their own: the slower of them paces it.
     caller, sender, brokers = costs.producer_caller(wl), costs.producer_sender(wl), costs.brokers(wl)
     producer = max(caller, sender)
     if hw.shared_machine:  # every copy of a record crosses the one loopback and lands on the one disk
         produce = [
             Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),  # a thread, a core
-            Bound("loopback", "network", hw.goodput_bytes_per_s / (wire * rf)),
-            Bound("disk", "disk", hw.disk_bytes_per_s / (wire * rf)),
+            Bound("loopback", "network", hw.goodput_bytes_per_s / (size * rf)),
+            Bound("disk", "disk", hw.disk_bytes_per_s / (size * rf)),
             Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (caller + sender + brokers)),
         ]
     else:
         # Brokers that hold any replica share the load; with fewer replicas than brokers some sit idle.
         loaded = min(hw.brokers, wl.partitions * rf)
         produce = [
-            Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / wire),
+            Bound("producer NIC", "network", wl.producers * hw.goodput_bytes_per_s / size),
             Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),
             # Each record enters the cluster rf times: once from the producer, rf - 1 times by replication.
-            Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (wire * rf)),
-            Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (wire * rf)),
+            Bound("broker NIC in", "network", loaded * hw.goodput_bytes_per_s / (size * rf)),
+            Bound("broker disk", "disk", loaded * hw.disk_bytes_per_s / (size * rf)),
             Bound("broker CPU", "cpu", loaded * hw.cores * cycles_per_s / brokers),
         ]
         # ... and leaves it rf - 1 times to the followers, and once more to a group reading along.
@@ -310,7 +310,7 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
                 Bound(
                     "broker NIC out to followers, group",
                     "network",
-                    loaded * hw.goodput_bytes_per_s / (wire * copies_out),
+                    loaded * hw.goodput_bytes_per_s / (size * copies_out),
                 )
             )
     wait_s = costs.ack_wait_s(wl.acks, rf - 1)
@@ -328,25 +328,25 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
 
 
 def _consume_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
-    wire, cycles_per_s = wl.stored_bytes, hw.clock_ghz * 1e9
+    size, cycles_per_s = wl.stored_bytes, hw.clock_ghz * 1e9  # bytes a record takes on the network, disk
     active = min(wl.consumers, wl.partitions)  # members beyond the partition count sit idle
     per_thread = cycles_per_s / costs.consumer(wl)
     if hw.shared_machine:
         consume = [
-            Bound("loopback", "network", hw.goodput_bytes_per_s / wire),
+            Bound("loopback", "network", hw.goodput_bytes_per_s / size),
             Bound("consumer CPU", "cpu", min(active, hw.cores) * per_thread),
         ]
     else:
         consume = [
-            Bound("consumer NIC", "network", active * hw.goodput_bytes_per_s / wire),
+            Bound("consumer NIC", "network", active * hw.goodput_bytes_per_s / size),
             Bound("consumer CPU", "cpu", active * per_thread),
             Bound(
-                "broker NIC out", "network", min(hw.brokers, wl.partitions) * hw.goodput_bytes_per_s / wire
+                "broker NIC out", "network", min(hw.brokers, wl.partitions) * hw.goodput_bytes_per_s / size
             ),
         ]
     if reads_from_disk(hw, wl):
         leaders = 1 if hw.shared_machine else min(hw.brokers, wl.partitions)
-        consume.append(Bound("broker disk reads", "disk", leaders * hw.disk_bytes_per_s / wire))
+        consume.append(Bound("broker disk reads", "disk", leaders * hw.disk_bytes_per_s / size))
     return consume
 
 
