@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -26,11 +27,29 @@ class PeerError(RuntimeError):
     """A peer failed to start or become ready; the message carries the tail of its log."""
 
 
+LOWEST_PORT = 10_000
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, not handed out before by this process,
+    and below the kernel's ephemeral range: a port the OS picks for ``bind(0)`` comes from the range it
+    also gives outgoing connections, and one of those (a client connecting to an earlier broker) once took
+    a broker's port in the moment between picking it and the broker binding it."""
+    for _ in range(1000):
+        port = random.randrange(LOWEST_PORT, _ephemeral_low())
+        if port not in _HANDED_OUT and port_is_free(port):
+            _HANDED_OUT.add(port)
+            return port
+    raise PeerError(f"no free TCP port on {HOST} between {LOWEST_PORT} and {_ephemeral_low()}")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default, 32768, when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 def port_is_free(port: int) -> bool:
