@@ -36,12 +36,13 @@ def free_port() -> int:
     and below the kernel's ephemeral range: a port the OS picks for ``bind(0)`` comes from the range it
     also gives outgoing connections, and one of those (a client connecting to an earlier broker) once took
     a broker's port in the moment between picking it and the broker binding it."""
+    highest = _ephemeral_low()
     for _ in range(1000):
-        port = random.randrange(LOWEST_PORT, _ephemeral_low())
+        port = random.randrange(LOWEST_PORT, highest)
         if port not in _HANDED_OUT and port_is_free(port):
             _HANDED_OUT.add(port)
             return port
-    raise PeerError(f"no free TCP port on {HOST} between {LOWEST_PORT} and {_ephemeral_low()}")
+    raise PeerError(f"no free TCP port on {HOST} between {LOWEST_PORT} and {highest}")
 
 
 def _ephemeral_low() -> int:

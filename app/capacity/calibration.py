@@ -67,6 +67,11 @@ class Published:
             "hardware": asdict(self.hardware), "workload": asdict(self.workload),
         }  # fmt: skip
 
+    @property
+    def cycles_per_record(self) -> float:
+        """The clock cycles one core had per published record."""
+        return self.hardware.clock_ghz * 1e9 / self.records_per_s
+
     def model(self, costs: CpuCosts) -> float:
         answer = throughput(self.hardware, self.workload, costs)
         return (answer.produce if self.side == "produce" else answer.consume).records_per_s
@@ -133,14 +138,12 @@ FOLLOWER_FETCH_ROW = Published(
 def fit(assumed: CpuCosts = DEFAULT_COSTS) -> CpuCosts:
     """The constants that make the model meet each fitted figure exactly; ``byte`` and ``rtt_ms`` stay as
     ``assumed``."""
-    caller = CALLER_ROW.hardware.clock_ghz * 1e9 / CALLER_ROW.records_per_s
-    producer_record = caller - assumed.byte * CALLER_ROW.workload.wire_bytes
+    producer_record = CALLER_ROW.cycles_per_record - assumed.byte * CALLER_ROW.workload.wire_bytes
     # batch size 1: every record is a batch of its own, shipped by the producer's I/O thread
-    batch = BATCH_ROW.hardware.clock_ghz * 1e9 / BATCH_ROW.records_per_s * BATCH_ROW.workload.batch_records
+    batch = BATCH_ROW.cycles_per_record * BATCH_ROW.workload.batch_records
     wl = BROKER_CPU.workload
     broker_record = BROKER_CPU.cycles_per_record - assumed.byte * wl.wire_bytes - batch / wl.batch_records
-    consumer = CONSUMER_ROW.hardware.clock_ghz * 1e9 / CONSUMER_ROW.records_per_s
-    consumer_record = consumer - assumed.byte * CONSUMER_ROW.workload.wire_bytes
+    consumer_record = CONSUMER_ROW.cycles_per_record - assumed.byte * CONSUMER_ROW.workload.wire_bytes
     run = FOLLOWER_FETCH_ROW.workload
     in_flight = run.max_in_flight * run.partitions * run.batch_records
     followers = run.replication_factor - 1  # the wait is rtt + fetch turn x (1 + f / (f + 1))

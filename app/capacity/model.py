@@ -212,7 +212,7 @@ class CpuCosts:
         also the followers: each is somewhere in its fetch loop when the batch lands, fetches it on its next
         turn (the last of ``f`` after f / (f + 1) of a turn, on average) and tells the leader it has it on
         the turn after, which moves the high watermark."""
-        wait = {"0": 0.0, "1": self.rtt_ms, "all": self.rtt_ms}[acks]
+        wait = 0.0 if acks == "0" else self.rtt_ms
         if acks == "all" and followers:
             wait += self.follower_fetch_ms * (1 + followers / (followers + 1))
         return wait / 1000
@@ -320,7 +320,7 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
         produce.append(Bound(f"acks={wl.acks} wait", "latency", wl.producers * per_wait / wait_s))
     if wl.acks == "all" and rf > 1:
         # A follower's fetch brings at most replica.fetch.max.bytes of each partition per turn of its loop.
-        per_turn = REPLICA_FETCH_MAX_BYTES / wl.stored_bytes
+        per_turn = REPLICA_FETCH_MAX_BYTES / size
         produce.append(
             Bound("followers' fetch", "latency", wl.partitions * per_turn / (costs.follower_fetch_ms / 1000))
         )
