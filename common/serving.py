@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import errno
 import socket
-from collections.abc import Callable, Mapping
-from threading import Thread
+from collections.abc import Callable, Hashable, Mapping
+from threading import Lock, Thread
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
@@ -27,12 +27,19 @@ def check_free(address: str, key: str) -> None:
 
 
 def serve_metrics(
-    address: str, registry: CollectorRegistry, key: str, mounts: Mapping[str, Callable] | None = None
+    address: str,
+    registry: CollectorRegistry,
+    key: str,
+    mounts: Mapping[str, Callable] | None = None,
+    version: Callable[[], Hashable] | None = None,
 ) -> tuple[WSGIServer, Thread]:
     """Serve ``registry`` on ``/metrics`` at ``address`` (the configuration's ``key``, named in the error),
     and each WSGI app of ``mounts`` on the paths starting with its prefix; returns the server and its
-    thread. ConfigError when the address is in use or cannot be bound."""
+    thread. With ``version``, the registry's values change only when it does, and each rendering is
+    served until then (:func:`rendered_once`). ConfigError when the address is in use or cannot be bound."""
     metrics = make_wsgi_app(registry)
+    if version is not None:
+        metrics = rendered_once(metrics, version)
     mounted = dict(mounts or {})
 
     def app(environ: dict, start_response: Callable) -> list[bytes]:
@@ -53,6 +60,34 @@ def serve_metrics(
     thread = Thread(target=server.serve_forever, name=f"serve {address}", daemon=True)
     thread.start()
     return server, thread
+
+
+def rendered_once(app: Callable, version: Callable[[], Hashable]) -> Callable:
+    """``app``'s responses kept per kind of request (its query, Accept and Accept-Encoding headers) until
+    ``version()`` changes. Rendering thousands of series is the exporter's cost (prometheus_client formats
+    and checks every label of every sample on each scrape: measured, most of kobs stream's driver CPU
+    under a 5-per-second poll); values that change once per micro-batch are rendered once per batch,
+    however many scrapers ask."""
+    lock = Lock()
+    kept: dict[Hashable, tuple[str, list, list[bytes]]] = {}
+    seen: list[Hashable] = [None]
+
+    def cached(environ: dict, start_response: Callable) -> list[bytes]:
+        now = version()  # read before rendering: a change meanwhile renders again on the next request
+        ask = tuple(environ.get(k, "") for k in ("QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING"))
+        with lock:
+            if seen[0] != now:
+                kept.clear()
+                seen[0] = now
+            if ask not in kept:
+                response: list = []
+                body = app(environ, lambda status, headers, *_: response.extend((status, headers)))
+                kept[ask] = (*response, list(body))
+            status, headers, body = kept[ask]
+        start_response(status, headers)
+        return body
+
+    return cached
 
 
 class _Quiet(WSGIRequestHandler):

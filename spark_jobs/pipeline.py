@@ -58,6 +58,7 @@ class Pipeline:
         self.schemas = {analysis.table: analysis.history_schema for analysis in fresh}
         self.modules = state_modules(make_analyses)
         self.snapshots = Snapshots(state_dir, modules=self.modules)
+        self.changes = 0  # batches recorded and states restored: what the exporter serves changed
         self._restore(self.snapshots.latest())
 
     @property
@@ -99,6 +100,7 @@ class Pipeline:
         self.health.record(stats, started_s, time.time())
         self.snapshots.save(batch_id, self._state())
         self.last_batch_id = batch_id
+        self.changes += 1
 
     def _state(self) -> tuple[dict, dict, PipelineHealth]:
         """What a snapshot holds; evaluations no batch changed since the last one go as their pickles."""
@@ -128,6 +130,7 @@ class Pipeline:
         self.evaluations: dict[Key, Evaluation] = {}
         self._pickled: dict[Key, Pickled] = {}
         self.health, self.last_batch_id = PipelineHealth(self.query), None
+        self.changes += 1
         if snapshot is not None:
             self.last_batch_id, (states, evaluations, self.health) = snapshot
             self.states = {key: state for key, state in states.items() if key[0] in self.schemas}
@@ -155,6 +158,10 @@ class DerivedCollector(Collector):
     def __init__(self, pipeline: Pipeline, policy: ExpositionPolicy | None = None):
         self.pipeline = pipeline
         self.policy = policy or ExpositionPolicy()
+
+    def version(self) -> tuple[int, int]:
+        """Changes whenever what :meth:`collect` yields may: a batch recorded or state restored, a restart."""
+        return self.pipeline.changes, self.pipeline.health.query_restarts
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         pipeline = self.pipeline

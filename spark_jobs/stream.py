@@ -20,7 +20,6 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.registry import Collector
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -169,14 +168,13 @@ def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]
 
 
 @contextmanager
-def exporter(address: str, *collectors: Collector, api: BurrowApi | None = None) -> Iterator[None]:
-    """Serve ``collectors`` on ``host:port`` (their own registry, not the process-wide one), and ``api``
-    beside them on Burrow's paths, until exit."""
+def exporter(address: str, served: DerivedCollector, api: BurrowApi | None = None) -> Iterator[None]:
+    """Serve ``served`` on ``host:port`` (its own registry, not the process-wide one), rendered once per
+    change of its pipeline, and ``api`` beside it on Burrow's paths, until exit."""
     registry = CollectorRegistry()
-    for collector in collectors:
-        registry.register(collector)
+    registry.register(served)
     mounts = dict.fromkeys(api.prefixes, api) if api else {}
-    server, thread = serve_metrics(address, registry, "sinks.exporter_address", mounts)
+    server, thread = serve_metrics(address, registry, "sinks.exporter_address", mounts, served.version)
     try:
         yield
     finally:
