@@ -57,7 +57,7 @@ STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind aft
 CHECKPOINT_FILES = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
-# Java's C1 compiler only: C2 kept compiling Spark's generated code for the whole run (a quarter of the
+# Java's C1 compiler only: C2 kept compiling Spark's generated code for the whole run (a third of the
 # JVM's CPU after 160 micro-batches) with no faster batches to show for it. Prepended to Spark's
 # extraJavaOptions, so a user's own JVM options there still win.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
