@@ -82,6 +82,14 @@ TOPICS = Variable("topic", "kobs_topic_replication_factor")  # from metadata: ev
 # The canary's messages read back and lost per broker over KafkaCanaryUnavailable's window.
 CANARY_RECEIVED = increase("cluster, broker", "kobs_canary_messages_received_total", "2m", *C)
 CANARY_LOST = increase("cluster, broker", "kobs_canary_messages_lost_total", "2m", *C)
+
+
+def canary_slo(metric: str) -> str:
+    """A cluster's canary SLO, its last value over 10 minutes: a failed scrape of the collector (its series
+    stale) blanks no panel, as it clears no page of the rules."""
+    return f"max by (cluster) (last_over_time({sel(metric, *C)}[10m]))"
+
+
 CANARY_P99 = (  # the end-to-end latency's, over KafkaCanaryLatencyOverSlo's rate window
     "histogram_quantile(0.99, sum by (cluster, broker, le) "
     f"(rate({sel('kobs_canary_end_to_end_latency_seconds_bucket', *C)}[5m])))"
@@ -350,7 +358,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Canary error budget used, by broker",
                     f"({CANARY_LOST} / ({CANARY_RECEIVED} + {CANARY_LOST})) / on (cluster) group_left () "
-                    f"(1 - {by('cluster', 'max', 'kobs_canary_availability_slo_ratio', *C)})",
+                    f"(1 - {canary_slo('kobs_canary_availability_slo_ratio')})",
                     "Messages lost over 2 minutes as a share of what the cluster's availability SLO allows "
                     "(clusters[].canary.availability_slo): over 100% pages.",
                     unit="percentunit",
@@ -360,7 +368,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 Panel(
                     "Canary latency against its SLO, by broker",
                     f"{CANARY_P99} / on (cluster) group_left () "
-                    f"{by('cluster', 'max', 'kobs_canary_latency_slo_seconds', *C)}",
+                    f"{canary_slo('kobs_canary_latency_slo_seconds')}",
                     "The 99th percentile end-to-end latency as a share of the cluster's latency SLO "
                     "(clusters[].canary.latency_slo_s): over 100% for 10 minutes raises a ticket.",
                     unit="percentunit",

@@ -254,7 +254,9 @@ def test_jvm_and_thread_pool_samples_lie_between_two_jmxtool_reads_in_seconds_by
         heap_max = ours[names.JVM_MEMORY_MAX_BYTES, None]
         assert 0.9 * xmx <= heap_max <= xmx
         assert 0 < ours[names.JVM_MEMORY_USED_BYTES, None] <= heap_max
-        assert 0.3 < ours[names.REQUEST_HANDLER_IDLE, None] <= 1.01  # a fraction, not a percentage
+        # A fraction, not a percentage. Each handler marks its wait's nanoseconds over the pool's size when
+        # the wait ends, so the meter's one-minute average of those marks can pass 1 a little (1.015 seen).
+        assert 0.3 < ours[names.REQUEST_HANDLER_IDLE, None] < 1.5
         assert 0 <= ours[names.NETWORK_PROCESSOR_IDLE, None] <= 1.0  # low just after the start, then near 1
 
 
