@@ -7,19 +7,18 @@ query advances each key on the executors, holding its state in Spark's state sto
 (``spark_jobs.stateful``); the one-process reference (``Pipeline.feed``) advances the same keys with the
 same function, so the two paths give the same answers.
 
-State travels as pickled bytes and is read back with the snapshots' restricted unpickler: a state store
+State travels as compressed pickles and is read back with the snapshots' restricted unpickler: a state store
 or snapshot file can only ever build the analyses' own classes.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 
 from spark_jobs.analysis import Analysis, Evaluation, Observation, reconfigure
-from spark_jobs.snapshots import STATE_MODULES, load_state
+from spark_jobs.snapshots import STATE_MODULES, dump_state, load_state
 
 Key = tuple[str, str | None]  # (analysis table, cluster)
 PIPELINE = "_pipeline"  # the key table of the records' own rows and the dead letters: the query's health
@@ -56,7 +55,7 @@ def advance(
         analysis = load_state(state, modules)
         reconfigure(analysis, fresh)
     analysis.observe(observations)
-    return pickle.dumps(analysis, protocol=pickle.HIGHEST_PROTOCOL), analysis.evaluate()
+    return dump_state(analysis), analysis.evaluate()
 
 
 def fresh_analysis(make_analyses: Callable[[], list[Analysis]], table: str) -> Analysis:

@@ -23,6 +23,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"batch-(\d+)\.pickle\Z")
 
@@ -63,11 +65,37 @@ class StateUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not part of the analyses' state")
 
 
+# A compressed pickle starts with this, then its uncompressed size (8 bytes, little-endian), then zstd's data.
+COMPRESSED = b"kobs-zstd\n"
+ZSTD = pa.Codec("zstd", compression_level=1)
+
+
+def compressed(data: bytes) -> bytes:
+    """``data`` compressed with zstd, level 1: the analyses' pickles shrink 10-30 times in about a millisecond
+    a megabyte (the benchmark's lag state: 2.6 MB -> 165 kB in 1.4 ms). Spark's JVM copies each state and
+    evaluation between the state store and the Python workers every micro-batch."""
+    return COMPRESSED + len(data).to_bytes(8, "little") + ZSTD.compress(data, asbytes=True)
+
+
+def decompressed(data: bytes) -> bytes:
+    """The bytes :func:`compressed` took; anything else as it is (state an earlier version stored)."""
+    if not data.startswith(COMPRESSED):
+        return data
+    size = int.from_bytes(data[len(COMPRESSED) : len(COMPRESSED) + 8], "little")
+    return ZSTD.decompress(data[len(COMPRESSED) + 8 :], decompressed_size=size, asbytes=True)
+
+
+def dump_state(obj: Any) -> bytes:
+    """An analysis's state as :func:`load_state` reads it: pickled, then compressed."""
+    return compressed(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def load_state(data: bytes, modules: Collection[str] = STATE_MODULES) -> Any:
-    """Unpickle a snapshot's bytes with :class:`StateUnpickler` (nested :class:`Pickled` parts too)."""
+    """Unpickle a snapshot's or :func:`dump_state`'s bytes with :class:`StateUnpickler` (nested
+    :class:`Pickled` parts too)."""
     token = _MODULES.set(modules)
     try:
-        return StateUnpickler(data, modules).load()
+        return StateUnpickler(decompressed(data), modules).load()
     finally:
         _MODULES.reset(token)
 

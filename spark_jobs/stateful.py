@@ -26,9 +26,10 @@ from spark_jobs.analysis import Analysis, Evaluation, Observation
 from spark_jobs.keyed import PIPELINE, Key, advance, fresh_analysis, state_modules, tune_gc
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
+from spark_jobs.snapshots import compressed, decompressed
 
-OUTPUT = "table string, cluster string, payload binary"  # payload: a pickled Evaluation, or health's part
-STATE = "analysis binary"  # the key's pickled analysis
+OUTPUT = "table string, cluster string, payload binary"  # an Evaluation or health's part, pickled, compressed
+STATE = "analysis binary"  # the key's analysis (keyed.advance: pickled and compressed)
 ORDER = ["partition", "offset"]  # the order the records were read in (the shuffle does not keep it)
 DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
 
@@ -59,7 +60,8 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
             fresh = fresh_analysis(make_analyses, table)
             new_state, payload = advance(fresh, stored, list(observations(rows)), modules)
             state.update((new_state,))
-        yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [pickle.dumps(payload)]})
+        pickled = compressed(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+        yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [pickled]})
 
     return step
 
@@ -87,7 +89,7 @@ def outcomes(rows: pa.Table) -> tuple[list[tuple[Key, Evaluation]], BatchStats, 
     results, parts, dead = [], [], []
     columns = (rows.column(name).to_pylist() for name in ("table", "cluster", "payload"))
     for table, cluster, pickled in zip(*columns, strict=True):
-        payload = pickle.loads(pickled)
+        payload = pickle.loads(decompressed(pickled))
         if table == PIPELINE:
             parts.append(payload[0])
             if payload[1] is not None:

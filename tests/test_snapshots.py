@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from spark_jobs.snapshots import Snapshots
+import os
+import pickle
+from collections import Counter
+
+import pytest
+
+from spark_jobs.snapshots import Snapshots, compressed, dump_state, load_state
 
 
 def test_before_returns_the_newest_snapshot_older_than_the_batch(tmp_path):
@@ -33,3 +39,20 @@ def test_latest_is_the_newest_snapshot(tmp_path):
     for batch_id in (4, 5):
         snapshots.save(batch_id, f"after {batch_id}")
     assert snapshots.latest() == (5, "after 5")
+
+
+def test_a_state_is_stored_compressed_and_read_back_whole():
+    state = Counter({(f"topic-{t}", str(p)): 1000 * t + p for t in range(50) for p in range(50)})
+    stored = dump_state(state)
+    assert load_state(stored) == state
+    assert len(stored) < len(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)) / 3
+
+
+def test_a_state_stored_uncompressed_by_an_earlier_version_still_loads():
+    assert load_state(pickle.dumps(Counter(a=1))) == Counter(a=1)
+
+
+def test_a_compressed_state_builds_only_the_analyses_classes():
+    planted = compressed(pickle.dumps(os.system))  # what a planted state store value could hold
+    with pytest.raises(pickle.UnpicklingError, match=r"posix\.system is not part of the analyses' state"):
+        load_state(planted)
