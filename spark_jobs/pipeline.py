@@ -21,7 +21,7 @@ import logging
 import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -80,20 +80,34 @@ class Pipeline:
         self._record(results, stats, batch_id, started_s)
 
     def record(
-        self, results: list[tuple[Key, Evaluation]], stats: BatchStats, batch_id: int, started_s: float
+        self,
+        results: list[tuple[Key, Evaluation]],
+        stats: BatchStats,
+        batch_id: int,
+        started_s: float,
+        pickles: Mapping[Key, Pickled] | None = None,
     ) -> None:
-        """Take one micro-batch's evaluations (one per key it fed): write history, serve them, count the
-        batch (``stats``; it started at ``started_s``, wall clock), snapshot."""
+        """Take one micro-batch's evaluations (one per key it fed), and those already pickled (the snapshot
+        takes them as they are): write history, serve them, count the batch (``stats``; it started at
+        ``started_s``, wall clock), snapshot."""
         self._resume(batch_id)
-        self._record(results, stats, batch_id, started_s)
+        self._record(results, stats, batch_id, started_s, pickles)
 
     def _record(
-        self, results: list[tuple[Key, Evaluation]], stats: BatchStats, batch_id: int, started_s: float
+        self,
+        results: list[tuple[Key, Evaluation]],
+        stats: BatchStats,
+        batch_id: int,
+        started_s: float,
+        pickles: Mapping[Key, Pickled] | None = None,
     ) -> None:
         history: dict[str, list[dict]] = defaultdict(list)
         for key, evaluation in sorted(results, key=lambda result: str(result[0])):
             self.evaluations[key] = evaluation
-            self._pickled.pop(key, None)
+            if pickles and key in pickles:
+                self._pickled[key] = pickles[key]
+            else:
+                self._pickled.pop(key, None)
             history[key[0]] += evaluation.history
         for table, rows in history.items():
             write_history(self.history_dir / table, batch_id, rows, self.schemas[table])
@@ -106,7 +120,7 @@ class Pipeline:
         """What a snapshot holds; evaluations no batch changed since the last one go as their pickles."""
         for key, evaluation in self.evaluations.items():
             if key not in self._pickled:
-                self._pickled[key] = Pickled(evaluation)
+                self._pickled[key] = Pickled.of(evaluation)
         return self.states, dict(self._pickled), self.health
 
     def _resume(self, batch_id: int) -> None:

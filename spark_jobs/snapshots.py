@@ -101,15 +101,20 @@ def load_state(data: bytes, modules: Collection[str] = STATE_MODULES) -> Any:
 
 
 def _nested(data: bytes) -> Any:
-    return StateUnpickler(data, _MODULES.get()).load()
+    return StateUnpickler(decompressed(data), _MODULES.get()).load()
 
 
 class Pickled:
-    """An object's pickle, taken once: it pickles as those bytes and unpickles as the object, so a snapshot
-    need not walk again the state of an analysis no batch has fed since the last one."""
+    """An object's :func:`dump_state` bytes, taken once: it pickles as those bytes and unpickles as the
+    object, so a snapshot need not walk again an evaluation no batch has changed since the last one, nor
+    one whose bytes came from the executor that made it."""
 
-    def __init__(self, obj: Any):
-        self.data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, data: bytes):
+        self.data = data
+
+    @classmethod
+    def of(cls, obj: Any) -> Pickled:
+        return cls(dump_state(obj))
 
     def __reduce__(self) -> tuple:
         return _nested, (self.data,)

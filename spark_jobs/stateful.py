@@ -26,7 +26,7 @@ from spark_jobs.analysis import Analysis, Evaluation, Observation
 from spark_jobs.keyed import PIPELINE, Key, advance, fresh_analysis, state_modules, tune_gc
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
-from spark_jobs.snapshots import compressed, decompressed
+from spark_jobs.snapshots import Pickled, decompressed, dump_state
 
 OUTPUT = "table string, cluster string, payload binary"  # an Evaluation or health's part, pickled, compressed
 STATE = "analysis binary"  # the key's analysis (keyed.advance: pickled and compressed)
@@ -60,8 +60,7 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
             fresh = fresh_analysis(make_analyses, table)
             new_state, payload = advance(fresh, stored, list(observations(rows)), modules)
             state.update((new_state,))
-        pickled = compressed(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-        yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [pickled]})
+        yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [dump_state(payload)]})
 
     return step
 
@@ -83,10 +82,13 @@ def dead_letters(rows: pd.DataFrame) -> pa.Table | None:
     return pa.Table.from_pandas(dead[DEAD_LETTER_COLUMNS], preserve_index=False) if len(dead) else None
 
 
-def outcomes(rows: pa.Table) -> tuple[list[tuple[Key, Evaluation]], BatchStats, pa.Table | None]:
-    """A micro-batch's outcome rows, collected as Arrow (``DataFrame.toArrow``) → each key's evaluation, the
-    batch's counts (all clusters together) and its dead letters (None: none)."""
-    results, parts, dead = [], [], []
+def outcomes(
+    rows: pa.Table,
+) -> tuple[list[tuple[Key, Evaluation]], dict[Key, Pickled], BatchStats, pa.Table | None]:
+    """A micro-batch's outcome rows, collected as Arrow (``DataFrame.toArrow``) → each key's evaluation and
+    its bytes as they came (for the driver's snapshot), the batch's counts (all clusters together) and its
+    dead letters (None: none)."""
+    results, pickles, parts, dead = [], {}, [], []
     columns = (rows.column(name).to_pylist() for name in ("table", "cluster", "payload"))
     for table, cluster, pickled in zip(*columns, strict=True):
         payload = pickle.loads(decompressed(pickled))
@@ -96,8 +98,9 @@ def outcomes(rows: pa.Table) -> tuple[list[tuple[Key, Evaluation]], BatchStats, 
                 dead.append(payload[1])
         else:
             results.append(((table, cluster), payload))
+            pickles[table, cluster] = Pickled(pickled)
     newest: dict[tuple[str, str], float] = {}
     for part in parts:
         newest |= part.newest_s
     stats = BatchStats(sum(p.records for p in parts), sum(p.dead_letters for p in parts), newest)
-    return results, stats, pa.concat_tables(dead) if dead else None
+    return results, pickles, stats, pa.concat_tables(dead) if dead else None

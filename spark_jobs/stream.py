@@ -176,8 +176,8 @@ def start_query(
 def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]:
     def handle(rows: DataFrame, batch_id: int) -> None:
         started_s = time.time()  # the batch runs when its outcomes are collected
-        results, stats, dead = outcomes(rows.toArrow())
-        jobs.record(results, stats, batch_id, started_s)
+        results, pickles, stats, dead = outcomes(rows.toArrow())
+        jobs.record(results, stats, batch_id, started_s, pickles)
         if dead is not None:  # rare: written by Spark from the rows already collected
             write_dead_letters(
                 rows.sparkSession.createDataFrame(dead), batch_id, config.sinks.dead_letter_dir

@@ -29,6 +29,18 @@ def _values(samples, name):
     return {tuple(sorted(s.labels.items())): s.value for s in samples if s.name == name}
 
 
+def _scrape_seeing(source: MetadataSource, *topics: str):
+    """``source``'s scrape once it lists ``topics``: a created topic is the controller's at once, and reaches
+    the metadata of the broker the Admin client asks a moment later (up to 15 s)."""
+    deadline = time.monotonic() + 15
+    while True:
+        scrape = source.collect()
+        listed = {s.labels.get("topic") for s in scrape.batch.samples if s.name == names.TOPIC_MIN_ISR}
+        if listed >= set(topics) or time.monotonic() > deadline:
+            return scrape
+        time.sleep(0.2)
+
+
 def test_group_samples_leave_out_missing_commits_and_undescribed_members():
     samples = group_samples(
         committed={"g": {("t", 0): 7, ("t", 1): -1}},
@@ -179,7 +191,7 @@ def test_metadata_reports_each_topics_min_insync_replicas(kafka_cluster, cluster
     ]
     for future in admin.create_topics(topics, operation_timeout=10).values():
         future.result(timeout=15)
-    scrape = MetadataSource(cluster).collect()
+    scrape = _scrape_seeing(MetadataSource(cluster), "metadata-strict", "metadata-lax")
     assert scrape.errors == []
     min_isr = _values(scrape.batch.samples, names.TOPIC_MIN_ISR)
     assert min_isr[(("topic", "metadata-strict"),)] == 2
@@ -191,7 +203,7 @@ def test_metadata_reports_only_min_isr_when_zookeeper_has_the_partition_state(ka
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     topic = NewTopic("metadata-zk", 2, 1, config={"min.insync.replicas": "2"})
     admin.create_topics([topic], operation_timeout=10)["metadata-zk"].result(timeout=15)
-    scrape = MetadataSource(cluster, partition_state=False).collect()
+    scrape = _scrape_seeing(MetadataSource(cluster, partition_state=False), "metadata-zk")
     assert scrape.errors == [] and scrape.batch.events == ()
     assert {s.name for s in scrape.batch.samples} == {names.TOPIC_MIN_ISR, names.BROKER_REGISTERED}
     registered = {s.labels["broker"] for s in scrape.batch.samples if s.name == names.BROKER_REGISTERED}

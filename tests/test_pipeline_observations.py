@@ -20,6 +20,7 @@ from common.contract import Batch, Event, Sample, encode
 from spark_jobs.analysis import Evaluation, Observation
 from spark_jobs.kafka_source import SCHEMA
 from spark_jobs.records import to_record_batch
+from spark_jobs.snapshots import decompressed
 from spark_jobs.stateful import stepper
 
 SHRINK = {"topic": "orders", "partition": 2, "old_isr": [1, 2, 3], "new_isr": [1, 3], "leader": 1,
@@ -99,9 +100,9 @@ def test_a_keys_observations_come_in_the_order_read_whatever_order_the_shuffle_h
     frames = [shuffled.iloc[:1], shuffled.iloc[1:]]  # in two frames, as Arrow batches of the shuffle
     state = State()
     (out,) = stepper(lambda: [Recording()])(("recording", "prod"), iter(frames), state)
-    evaluation = pickle.loads(out["payload"][0])
+    evaluation = pickle.loads(decompressed(out["payload"][0]))
     assert evaluation.history == [{"seen": repr(EXPECTED)}]
-    assert pickle.loads(state.value[0]).seen == EXPECTED  # the state kept for the next batch
+    assert pickle.loads(decompressed(state.value[0])).seen == EXPECTED  # the state kept for the next batch
 
     (out,) = stepper(lambda: [Recording()])(("recording", "prod"), iter([rows.iloc[:1]]), state)
-    assert pickle.loads(state.value[0]).seen == [*EXPECTED, *EXPECTED[:2]]  # resumed from it
+    assert pickle.loads(decompressed(state.value[0])).seen == [*EXPECTED, *EXPECTED[:2]]  # resumed from it

@@ -16,7 +16,7 @@ from spark_jobs.analysis import Evaluation, Observation
 from spark_jobs.keyed import advance
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.pipeline_health import BatchStats, PipelineHealth
-from spark_jobs.snapshots import Snapshots, load_state
+from spark_jobs.snapshots import Pickled, Snapshots, dump_state, load_state
 from spark_jobs.stream import analyses
 
 
@@ -201,6 +201,26 @@ def test_an_analysis_no_batch_fed_is_not_pickled_again_yet_restores_exactly(tmp_
         ("commits", "prod"): Evaluation([{"seen": 1}]),
     }
     assert restarted.evaluations == jobs.evaluations
+
+
+class NotAgain:
+    """A value whose pickling fails: what the driver must not pickle a second time."""
+
+    def __reduce__(self):
+        raise AssertionError("pickled again on the driver")
+
+
+def test_an_evaluation_collected_with_its_bytes_is_snapshotted_as_those_bytes(tmp_path):
+    """The streaming driver gets each key's evaluation with the bytes the executor made of it: the snapshot
+    takes those bytes as they are (not megabytes pickled again each batch), and they restore."""
+    jobs = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
+    collected = Evaluation([{"seen": 2}], [("kobs_metric", ("prod",), NotAgain())])
+    as_made = Pickled(dump_state(Evaluation([{"seen": 2}])))  # what the executor pickled
+    jobs.record([(COUNTING, collected)], BatchStats(1, 0, {}), 0, 1.0, {COUNTING: as_made})
+
+    restarted = Pipeline(lambda: [Counting("counting")], tmp_path / "history", tmp_path / "state")
+    assert restarted.last_batch_id == 0
+    assert restarted.evaluations == {COUNTING: Evaluation([{"seen": 2}])}
 
 
 class Planted:
