@@ -104,11 +104,9 @@ class Pipeline:
         history: dict[str, list[dict]] = defaultdict(list)
         for key, evaluation in sorted(results, key=lambda result: str(result[0])):
             self.evaluations[key] = evaluation
-            if pickles and key in pickles:
-                self._pickled[key] = pickles[key]
-            else:
-                self._pickled.pop(key, None)
+            self._pickled.pop(key, None)
             history[key[0]] += evaluation.history
+        self._pickled.update(pickles or {})
         for table, rows in history.items():
             write_history(self.history_dir / table, batch_id, rows, self.schemas[table])
         self.health.record(stats, started_s, time.time())

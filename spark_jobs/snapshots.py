@@ -70,24 +70,21 @@ COMPRESSED = b"kobs-zstd\n"
 ZSTD = pa.Codec("zstd", compression_level=1)
 
 
-def compressed(data: bytes) -> bytes:
-    """``data`` compressed with zstd, level 1: the analyses' pickles shrink 10-30 times in about a millisecond
-    a megabyte (the benchmark's lag state: 2.6 MB -> 165 kB in 1.4 ms). Spark's JVM copies each state and
-    evaluation between the state store and the Python workers every micro-batch."""
+def dump_state(obj: Any) -> bytes:
+    """An analysis's state (or evaluation) as :func:`load_state` reads it: pickled, then compressed with zstd,
+    level 1. The analyses' pickles shrink 10-30 times in about a millisecond a megabyte (the benchmark's lag
+    state: 2.6 MB -> 165 kB in 1.4 ms); Spark's JVM copies each state and evaluation between the state store
+    and the Python workers every micro-batch."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return COMPRESSED + len(data).to_bytes(8, "little") + ZSTD.compress(data, asbytes=True)
 
 
 def decompressed(data: bytes) -> bytes:
-    """The bytes :func:`compressed` took; anything else as it is (state an earlier version stored)."""
+    """The pickle in :func:`dump_state`'s bytes; anything else as it is (state an earlier version stored)."""
     if not data.startswith(COMPRESSED):
         return data
     size = int.from_bytes(data[len(COMPRESSED) : len(COMPRESSED) + 8], "little")
     return ZSTD.decompress(data[len(COMPRESSED) + 8 :], decompressed_size=size, asbytes=True)
-
-
-def dump_state(obj: Any) -> bytes:
-    """An analysis's state as :func:`load_state` reads it: pickled, then compressed."""
-    return compressed(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def load_state(data: bytes, modules: Collection[str] = STATE_MODULES) -> Any:

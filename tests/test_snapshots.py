@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from spark_jobs.snapshots import Snapshots, compressed, dump_state, load_state
+from spark_jobs.snapshots import Snapshots, dump_state, load_state
 
 
 def test_before_returns_the_newest_snapshot_older_than_the_batch(tmp_path):
@@ -53,6 +53,6 @@ def test_a_state_stored_uncompressed_by_an_earlier_version_still_loads():
 
 
 def test_a_compressed_state_builds_only_the_analyses_classes():
-    planted = compressed(pickle.dumps(os.system))  # what a planted state store value could hold
+    planted = dump_state(os.system)  # what a planted state store value could hold
     with pytest.raises(pickle.UnpicklingError, match=r"posix\.system is not part of the analyses' state"):
         load_state(planted)
