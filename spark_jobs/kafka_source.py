@@ -72,10 +72,14 @@ def source_options(config: Config) -> dict[str, str]:
     return options | {f"kafka.{key}": value for key, value in settings.items()}
 
 
-def read_metrics(spark: SparkSession, options: dict[str, str], tables: Tables) -> DataFrame:
-    """The metrics topic's records as :data:`SCHEMA` rows: their parts for the analyses' ``tables``."""
+def read_metrics(
+    spark: SparkSession, options: dict[str, str], tables: Tables, tasks: int | None = None
+) -> DataFrame:
+    """The metrics topic's records as :data:`SCHEMA` rows: their parts for the analyses' ``tables``; read
+    in one task per topic partition, or at most ``tasks`` (each task is a Python worker round trip every
+    micro-batch: on small batches the round trips, not the records, take the time)."""
     records = spark.readStream.format("kafka").options(**options).load()
-    return decoded(records, tables)
+    return decoded(records if tasks is None else records.coalesce(tasks), tables)
 
 
 def decoded(records: DataFrame, tables: Tables) -> DataFrame:

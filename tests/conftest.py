@@ -38,10 +38,9 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="module")
 def spark():
     """One local Spark session per test module (one starts in 6-8 s), as ``kobs stream`` builds it (Spark's
-    Kafka source among its jars): 2 cores, 2 shuffle partitions."""
+    Kafka source among its jars): 2 cores, so 2 state partitions."""
     from spark_jobs.stream import spark_session
 
     session = spark_session("local[2]", app="kobs-tests")
-    session.conf.set("spark.sql.shuffle.partitions", "2")
     yield session
     session.stop()

@@ -26,7 +26,7 @@ from bench.workload import Shape, Workload
 from common.config import Config
 from peers.process import free_port
 from peers.spark import SparkStandalone
-from spark_jobs.stream import pipeline, start_query
+from spark_jobs.stream import QUERY, STATE_PARTITIONS, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -53,6 +53,12 @@ def history(run_dir: Path) -> dict[str, list[dict]]:
         )
         for part in sorted((run_dir / "history").glob("*/batch_id=*"))
     }
+
+
+def state_partitions(config: Config) -> int:
+    """The state partitions of the query's checkpoint (its stateful step is operator 0)."""
+    operator = config.sinks.checkpoint_dir / QUERY / "state" / "0"
+    return sum(path.name.isdigit() for path in operator.iterdir())
 
 
 @pytest.mark.timeout(900)
@@ -85,3 +91,7 @@ def test_a_standalone_cluster_derives_what_local_mode_derives(spark, kafka_clust
     assert len(expected) >= 5 * (SHAPE.rounds - 1)  # every analysis wrote rows in most batches
     assert history(tmp_path / "cluster") == expected
     assert served(pipeline(config), config) == served(local, local_config)
+    # Local mode keeps one state partition per core; a cluster master, whose executors may register after
+    # the query starts, the fixed default.
+    assert state_partitions(local_config) == 2
+    assert state_partitions(config) == STATE_PARTITIONS
