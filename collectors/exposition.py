@@ -67,14 +67,14 @@ class ExpositionSource:
         self.labels, self.mapping, self.timeout_s = dict(labels), mapping, timeout_s
 
     def collect(self) -> Scrape:
-        ts = now_ms()
         try:
             deadline = time.monotonic() + self.timeout_s
             with urllib.request.urlopen(self.url, timeout=self.timeout_s) as response:
+                ts = now_ms()  # the page holds the values of its answer, however long the request waited
                 text = _read_by(response, deadline, self.timeout_s).decode("utf-8")
             samples = parse_exposition(text, self.mapping, self.labels)
         except OSError as exc:
-            return Scrape(Batch(self.cluster, self.name, ts), [f"fetch {self.url}: {exc}"])
+            return Scrape(Batch(self.cluster, self.name, now_ms()), [f"fetch {self.url}: {exc}"])
         except ValueError as exc:
-            return Scrape(Batch(self.cluster, self.name, ts), [f"malformed page at {self.url}: {exc}"])
+            return Scrape(Batch(self.cluster, self.name, now_ms()), [f"malformed page at {self.url}: {exc}"])
         return Scrape(Batch(self.cluster, self.name, ts, tuple(samples)))

@@ -236,18 +236,21 @@ class JmxSource:
         self.silent = False  # its last query timed out: it waits in the silent lane
 
     def collect(self) -> Scrape:
-        ts, deadline = now_ms(), time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s
         lane = self.slots.silent if self.silent else self.slots.answering
         if not lane.acquire(timeout=self.timeout_s):
             error = f"timeout: no free JMX query slot within {self.timeout_s:.1f} s (other queries are slow)"
-            return Scrape(Batch(self.cluster, self.name, ts), [error])
+            return Scrape(Batch(self.cluster, self.name, now_ms()), [error])
         try:
             found = query(self.address, self.queries, max(0.1, deadline - time.monotonic()), self.credentials)
         except JmxError as exc:
             self.silent = str(exc).startswith("timeout")
-            return Scrape(Batch(self.cluster, self.name, ts), [f"{exc} (at {self.address})"])
+            return Scrape(Batch(self.cluster, self.name, now_ms()), [f"{exc} (at {self.address})"])
         finally:
             lane.release()
+        # The query JVM reads the beans just before it answers, after its start-up (0.2 s on a quiet machine,
+        # seconds on a busy one): the answer's time, not the start's, keeps rates of counters true.
+        ts = now_ms()
         self.silent = False
         samples = canonical_samples(jmx_series(found), self.mapping, self.labels)
         return Scrape(Batch(self.cluster, self.name, ts, tuple(samples)))

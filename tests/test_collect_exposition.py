@@ -72,6 +72,10 @@ PAGES = {
 }
 
 
+SLOW_S = 1.0
+ANSWERED_MS: list[int] = []  # when the slow page's answer began
+
+
 class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/drip":  # a page a byte at a time, every 0.2 s, for a minute: never stalls a read
@@ -83,6 +87,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                     time.sleep(0.2)
             return
+        if self.path == "/slow":  # an exporter busy with other scrapes: it answers a second later
+            time.sleep(SLOW_S)
+            ANSWERED_MS.append(time.time_ns() // 1_000_000)
+            self.path = "/broker"
         page = PAGES.get(self.path)
         self.send_response(200 if page is not None else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -190,6 +198,15 @@ def test_exporter_names_of_the_config_extend_the_table_for_that_cluster(server):
         (names.UNDER_REPLICATED_PARTITIONS, (("broker", "5"),)): 4.0
     }
     assert scrapes["plain"].errors == [] and scrapes["plain"].batch.samples == ()
+
+
+def test_a_scrape_carries_the_time_its_page_answered_not_the_time_it_was_asked_for(server):
+    """Rates are counters' changes over scrape times: a request that waited must not move the page's
+    values back to when it was sent."""
+    asked_ms = time.time_ns() // 1_000_000
+    scrape = ExpositionSource("prod", "exporter/broker-1", f"{server}/slow", {"broker": "1"}).collect()
+    assert scrape.errors == [] and scrape.batch.samples
+    assert scrape.batch.ts_ms >= ANSWERED_MS[-1] >= asked_ms + SLOW_S * 1000
 
 
 def test_an_endpoint_that_drips_costs_its_own_scrape_its_timeout_and_no_more(server):

@@ -249,6 +249,30 @@ def test_queries_wait_for_a_free_slot_and_give_up_at_their_timeout(kafka_cluster
     assert freed.errors == [] and {name for name, _ in _by_name(freed.batch.samples)} >= NODE_GAUGES
 
 
+def test_a_scrape_carries_the_time_its_query_read_the_beans_not_the_time_it_began_to_wait(kafka_cluster):
+    """Rates are counters' changes over scrape times: a query that waited (for a slot, for its JVM to start:
+    seconds on a busy machine) must not move its values back to when it began."""
+    slots = QuerySlots(1)
+    address = kafka_cluster.nodes[2].jmx_address
+    source = JmxSource(
+        "prod", "jmx/broker-2", address, BROKER_QUERIES, {"broker": "2"}, timeout_s=60, slots=slots
+    )
+    slots.answering.acquire()  # another broker's query holds the only slot for a second
+    released_ms = []
+
+    def release():
+        time.sleep(1.0)
+        released_ms.append(time.time_ns() // 1_000_000)
+        slots.answering.release()
+
+    releasing = threading.Thread(target=release)
+    releasing.start()
+    scrape = source.collect()
+    releasing.join()
+    assert scrape.errors == []
+    assert scrape.batch.ts_ms >= released_ms[0] + 100  # after the slot was free and its query JVM had started
+
+
 def test_hung_endpoints_queue_apart_and_never_again_starve_a_broker_that_answers(kafka_cluster):
     """Issue 14: four endpoints that accept and never answer held all four slots, and a healthy broker's
     scrape failed for want of one, every cycle. After their first timeout they wait in a lane of their own."""
