@@ -61,9 +61,10 @@ BROKER_QUERIES = (
 )
 PRODUCER_QUERIES = ("kafka.producer:type=producer-metrics,*",)  # every attribute
 
-# jmxquery starts a JVM per query; a JVM that lives a second needs neither the optimizing compiler nor G1.
-# With these a broker scrape took 0.68 s of CPU instead of 1.06 s (Kafka 4.3 node, 148 values).
-QUERY_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# jmxquery starts a JVM per query; a JVM that lives a second needs neither the optimizing compiler nor G1,
+# and one compiler thread is enough. With the first two a broker scrape took 0.68 s of CPU instead of 1.06 s
+# (Kafka 4.3 node, 148 values); one compiler thread then cut 0.29 s to 0.25 s (129 values; 6 scrapes each).
+QUERY_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
 
 
 def tune_query_jvms() -> None:
