@@ -47,6 +47,7 @@ from bench.visibility import (
     Source,
     agreement,
     freshness,
+    handed_over,
     lag_of,
     misses,
     newest_s,
@@ -210,6 +211,7 @@ class _Measured(NamedTuple):
     lag_misses: list[tuple]  # what they did not show (bench.visibility.misses)
     sources: int
     batches: list[float]  # the pipeline's time of each micro-batch completed in the window
+    handed: dict[str, list[float]]  # sample time -> handed to the producer, by kind of source
 
 
 def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: float) -> _Measured:
@@ -247,6 +249,7 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
         misses(shown, expected),
         sources,
         pipelines,
+        handed_over(window),
     )
 
 
@@ -262,6 +265,14 @@ def _print_settings(config: Config, started_s: float) -> None:
         f"collector intervals: metrics {intervals.metrics_s:g} s, offsets {intervals.offsets_s:g} s, "
         f"metadata and ZooKeeper ISR {intervals.metadata_s:g} s, producers {intervals.producers_s:g} s",
         flush=True,
+    )
+
+
+def _slowest(kinds: dict[str, list[float]]) -> str:
+    """Each kind's p95 and scrapes, the slowest first."""
+    p95 = {kind: summarize(seconds).p95 for kind, seconds in kinds.items()}
+    return ", ".join(
+        f"{kind} {p95[kind]:.2f} s ({len(kinds[kind])})" for kind in sorted(p95, key=p95.get)[::-1]
     )
 
 
@@ -284,6 +295,7 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
         f"{summarize(result.readable)}\n"
         f"  of which sample time -> handed to the Kafka producer (the records' timestamps): "
         f"{summarize(result.produced)}\n"
+        f"    p95 per kind of source: {_slowest(measured.handed)}\n"
         f"kobs stream, sample time -> visible on the derived exporter: {visible}\n"
         f"  added by the stream (visible - readable, per scrape): {summarize(result.added)}\n"
         f"    readable -> start of the pipeline of the micro-batch that showed it: "

@@ -13,6 +13,7 @@ served). The lag an offsets scrape states (:func:`lag_of`) checks the handle aga
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -121,6 +122,15 @@ def freshness(scrapes: list[Scrape], handle: Appearances, batches: Mapping[float
         )
     columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in range(6)]
     return Freshness(*columns, unseen)
+
+
+def handed_over(scrapes: Iterable[Scrape]) -> dict[str, list[float]]:
+    """Sample time → handed to the Kafka producer of each scrape, by kind of source: its name with a
+    trailing number as ``N``, so a fleet's brokers are one kind (``exporter/broker-N``)."""
+    kinds: dict[str, list[float]] = {}
+    for s in scrapes:
+        kinds.setdefault(re.sub(r"\d+$", "N", s.source[1]), []).append(s.produced_s - s.t_s)
+    return kinds
 
 
 class Summary(NamedTuple):

@@ -15,6 +15,7 @@ from bench.visibility import (
     Batch,
     agreement,
     freshness,
+    handed_over,
     lag_of,
     misses,
     newest_s,
@@ -57,6 +58,17 @@ def test_a_scrape_in_several_records_is_readable_at_its_last():
         (OFFSETS, 100.0, 100.06, 100.30),
         (BROKER, 115.0, 115.05, 115.10),
     ]
+
+
+def test_hand_over_times_are_grouped_by_kind_of_source_with_a_fleets_numbers_as_one():
+    arrivals = Arrivals()
+    arrivals.add(BROKER, 100.0, produced_s=100.5, readable_s=100.6)
+    arrivals.add((CLUSTER, "exporter/broker-12"), 100.0, produced_s=101.25, readable_s=101.3)
+    arrivals.add(OFFSETS, 100.0, produced_s=100.125, readable_s=100.2)
+    assert handed_over(arrivals.between(0, 200)) == {
+        "exporter/broker-N": [0.5, 1.25],
+        "admin/offsets": [0.125],
+    }
 
 
 def test_freshness_of_each_stage_per_scrape_and_scrapes_never_visible():
@@ -155,6 +167,7 @@ def test_the_command_measures_live_scrapes_of_the_demo():
         )
     )
     assert 0 < produced[0] <= readable[0] < visible[0]  # each stage comes after the one before
+    assert re.search(r"p95 per kind of source: .*admin/offsets [\d.]+ s \(\d+\)", output), output
     assert produced[2] <= readable[2] <= visible[2]
     held, known = map(int, re.search(r"showed the lag of (\d+) of (\d+) offsets scrapes", output).groups())
     assert known >= 2 and held == known
