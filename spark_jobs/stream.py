@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -21,7 +22,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark import SparkConf, SparkContext
 from pyspark.errors import StreamingQueryException
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -110,27 +113,38 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     (the Kafka login, the client key) are redacted wherever Spark shows a plan. The analyses' state
     partitions are one per core of a local master, else ``STATE_PARTITIONS``, unless
     ``spark.sql.shuffle.partitions`` is set in Spark's own configuration (``spark-defaults.conf``,
-    ``PYSPARK_SUBMIT_ARGS``)."""
+    ``PYSPARK_SUBMIT_ARGS``).
+
+    Spark's JVM (and the Python workers it starts) run in a process group of their own, and Ctrl-C keeps
+    the handler it had: a stop signal to the whole group (Ctrl-C in a terminal, a supervisor stopping the
+    group) reaches only this process, which stops the query between two calls into Spark and then Spark
+    (``kobs stream``), instead of Spark dying mid-batch with a page of tracebacks. The JVM still exits with
+    this process (it watches its standard input)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.jars", ",".join(str(jar) for jar in jars.jars("spark-kafka")))
-        .config("spark.sql.redaction.options.regex", SECRET_OPTIONS)
-        .config("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT_S}s")
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
-        .config("spark.sql.streaming.pollingDelay", POLLING_DELAY)
-        .config("spark.driver.defaultJavaOptions", JVM_OPTIONS)
-        .config("spark.executor.defaultJavaOptions", JVM_OPTIONS)
-        .config("spark.ui.enabled", ui_port is not None)
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName(app)
+        .set("spark.jars", ",".join(str(jar) for jar in jars.jars("spark-kafka")))
+        .set("spark.sql.redaction.options.regex", SECRET_OPTIONS)
+        .set("spark.sql.streaming.stopTimeout", f"{STOP_TIMEOUT_S}s")
+        .set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        .set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        .set("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
+        .set("spark.sql.streaming.pollingDelay", POLLING_DELAY)
+        .set("spark.driver.defaultJavaOptions", JVM_OPTIONS)
+        .set("spark.executor.defaultJavaOptions", JVM_OPTIONS)
+        .set("spark.ui.enabled", str(ui_port is not None).lower())
     )
     if ui_port is not None:
-        builder = builder.config("spark.ui.port", ui_port)
-    session = builder.getOrCreate()
+        conf.set("spark.ui.port", str(ui_port))
+    on_ctrl_c = signal.getsignal(signal.SIGINT)
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    session = SparkSession(SparkContext(conf=conf, gateway=gateway))
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, on_ctrl_c)  # SparkContext's own raises KeyboardInterrupt mid-call
     if not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):  # unless set for Spark
         session.conf.set("spark.sql.shuffle.partitions", local_cores(session) or STATE_PARTITIONS)
     quiet_kafka_client(session)
@@ -282,6 +296,8 @@ def run_queries(
                 wait_s = RESTART_BACKOFF_S[0]
             log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
         finally:
+            if stop.is_set():  # the batch the stop interrupts fails by design; py4j would log its traceback
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)
             _stop(query)
         jobs.health.query_restarts += 1
         stop.wait(wait_s)

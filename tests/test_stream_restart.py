@@ -133,9 +133,10 @@ def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, ka
             assert time.monotonic() < deadline, "batch 1 never ran"
             time.sleep(0.002)
     finally:
+        jvm = _children(driver.pid)  # Spark's JVM, in a process group of its own
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
-    _wait_until_gone(driver.pid)
+    _wait_until_gone(driver.pid, jvm)
     assert not (checkpoint / "commits" / "1").exists(), "killed too late: Spark had committed batch 1"
 
     restarted = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -151,13 +152,71 @@ def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, ka
     assert after_restart["kobs_pipeline_dead_letters_total", (("query", QUERY),)] == 1
 
 
-def _wait_until_gone(group: int, timeout_s: float = 30) -> None:
-    """Wait until no process of the killed driver's process group (its JVM included) is left."""
+def _children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def _wait_until_gone(group: int, jvm: list[int], timeout_s: float = 30) -> None:
+    """Wait until no process of the killed driver's process group is left, nor its JVM (which exits when
+    its driver's pipe breaks)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        alive = [pid for pid in jvm if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
-            return
+            if not alive:
+                return
         time.sleep(0.1)
-    raise AssertionError(f"processes of group {group} survived SIGKILL")
+    raise AssertionError(f"processes of group {group} or its JVM survived SIGKILL")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
+    except (OSError, IndexError):
+        return "zombie"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_ctrl_c_or_a_stop_signal_to_the_whole_group_stops_kobs_stream_mid_stream_without_tracebacks(
+    kafka_cluster, tmp_path, signum, code
+):
+    """A terminal's Ctrl-C and a supervisor's stop signal every process of the group. Spark's JVM and Python
+    workers died mid-batch, and pyspark's own Ctrl-C handler raised KeyboardInterrupt inside a call into
+    the JVM: a page of tracebacks. Only kobs's own process may get them; it stops the query, then Spark."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    produce(kafka_cluster.bootstrap, topic, scrapes(2))
+    run_dir = tmp_path / "run"
+    config_file = tmp_path / "kobs.yaml"
+    config = config_for(run_dir, topic, kafka_cluster.bootstrap, per_batch=1)
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file)]
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    log_path = tmp_path / "stream.log"
+    with open(log_path, "wb") as log:
+        driver = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    try:
+        deadline, produced = time.monotonic() + 300, 2
+        while not (run_dir / "checkpoints" / QUERY / "commits" / "3").exists():  # a few batches in
+            assert driver.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no third micro-batch"
+            produced += 1
+            produce(kafka_cluster.bootstrap, topic, scrapes(produced)[-1:])  # more keep coming
+            time.sleep(0.3)
+        jvm = _children(driver.pid)
+        produce(kafka_cluster.bootstrap, topic, scrapes(produced + 3)[-3:])  # a batch under way
+        os.killpg(driver.pid, signum)
+        assert driver.wait(timeout=120) == code
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    output = log_path.read_text()
+    assert "Traceback" not in output, output[-3000:]
+    _wait_until_gone(driver.pid, jvm)
