@@ -165,7 +165,7 @@ def _wait_until_gone(group: int, jvm: list[int], timeout_s: float = 30) -> None:
     its driver's pipe breaks)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        alive = [pid for pid in jvm if Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid)]
+        alive = [pid for pid in jvm if _running(pid)]
         try:
             os.killpg(group, 0)
         except ProcessLookupError:
@@ -175,11 +175,12 @@ def _wait_until_gone(group: int, jvm: list[int], timeout_s: float = 30) -> None:
     raise AssertionError(f"processes of group {group} or its JVM survived SIGKILL")
 
 
-def _state(pid: int) -> str:
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (an exited child nobody has reaped yet)."""
     try:
-        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0].lower()
-    except (OSError, IndexError):
-        return "zombie"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.mark.timeout(600)
