@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark import SparkConf, SparkContext
 from pyspark.errors import StreamingQueryException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -56,6 +57,7 @@ STOP_POLL_S = 1.0  # how often a running query looks at the stop signal
 STATE_PARTITIONS = 4
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STOP_TIMEOUT_S = 10  # a query still planning (a hung broker) is left behind after this long
+BATCH_GRACE_S = 5.0  # how long a stop waits for the batch under way before it cancels it
 # The checkpoint is a local (or locally mounted) directory. Spark's default manager for it goes through
 # Hadoop's FileContext, which without Hadoop's native library runs a `readlink` process for every file it
 # renames (measured: ~19 processes per micro-batch, a third of the JVM's CPU on small batches); the
@@ -137,6 +139,8 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         .set("spark.driver.defaultJavaOptions", JVM_OPTIONS)
         .set("spark.executor.defaultJavaOptions", JVM_OPTIONS)
         .set("spark.ui.enabled", str(ui_port is not None).lower())
+        .set("spark.ui.showConsoleProgress", "false")  # a progress bar redrawn into the service's log
+        .set("spark.sql.adaptive.enabled", "false")  # a streaming query cannot use it (Spark warned so)
     )
     if ui_port is not None:
         conf.set("spark.ui.port", str(ui_port))
@@ -162,10 +166,24 @@ def quiet_kafka_client(spark: SparkSession) -> None:
     """Keep Kafka's Java client (Spark's Kafka source) to errors in the driver's log: while the metrics topic
     is unreachable it warns on every connection attempt, about once a second for as long as it lasts. The
     query's own failures and restarts are logged by ``kobs stream``."""
+    _log_errors_only(spark, "org.apache.kafka")
+
+
+def quiet_stop(spark: SparkSession) -> None:
+    """Keep out of the log what a deliberate stop makes Spark and py4j say: Spark cancels the query's job
+    group twice and warns each time it finds no job running; Hadoop warns with a Java stack when the stop
+    interrupts the ``chmod`` it runs for each checkpoint file it writes (the file is still written); py4j
+    logs the Python traceback of a batch the stop cancels (:class:`StoppedMidBatch`)."""
+    _log_errors_only(spark, "org.apache.spark.scheduler.DAGScheduler", "org.apache.hadoop.util.Shell")
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
+def _log_errors_only(spark: SparkSession, *loggers: str) -> None:
     jvm = spark.sparkContext._jvm
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.kafka", jvm.org.apache.logging.log4j.Level.ERROR
-    )
+    for name in loggers:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            name, jvm.org.apache.logging.log4j.Level.ERROR
+        )
 
 
 def check_checkpoint(checkpoint: Path) -> None:
@@ -180,16 +198,21 @@ def check_checkpoint(checkpoint: Path) -> None:
 
 
 def start_query(
-    spark: SparkSession, config: Config, jobs: Pipeline, trigger_s: float | None = None, available_now=False
+    spark: SparkSession,
+    config: Config,
+    jobs: Pipeline,
+    trigger_s: float | None = None,
+    available_now=False,
+    handler: BatchHandler | None = None,
 ) -> StreamingQuery:
-    """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back).
-    Only the samples and events some analysis reads are decoded into rows; a local master reads them in one
-    task per core."""
+    """Start the query; checkpoints under ``sinks.checkpoint_dir/stream`` (default trigger: back to back),
+    each micro-batch handed to ``handler`` (default: one that is never stopped). Only the samples and
+    events some analysis reads are decoded into rows; a local master reads them in one task per core."""
     rows = read_metrics(spark, source_options(config), jobs.tables, tasks=local_cores(spark))
     writer = (
         analyzed(rows, jobs.make_analyses)
         .writeStream.queryName(QUERY)
-        .foreachBatch(_handler(config, jobs))
+        .foreachBatch(handler or BatchHandler(config, jobs))
         .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))
     )
     if available_now:
@@ -199,17 +222,57 @@ def start_query(
     return writer.start()
 
 
-def _handler(config: Config, jobs: Pipeline) -> Callable[[DataFrame, int], None]:
-    def handle(rows: DataFrame, batch_id: int) -> None:
+class StoppedMidBatch(Exception):
+    """A micro-batch whose Spark job kobs stream's stop cancelled; it runs again at the next start.
+
+    Spark takes a ``foreachBatch`` error for an interruption by ``query.stop()`` only when its text holds a
+    Py4J call ending in an ``InterruptedException`` (``StreamExecution.isInterruptionException``); any
+    other text ends the query "with error". It searches that text with a regular expression that recurses
+    once per character: the Py4J error of a cancelled job (its whole Java stack) overflowed the stream
+    thread's stack, printing a thousand-line ``StackOverflowError``. So this error is short and in that
+    form."""
+
+    def __init__(self, batch_id: int):
+        super().__init__(
+            f"batch {batch_id} stopped: py4j.protocol.Py4JJavaError: An error occurred while calling its "
+            "job\n: java.lang.InterruptedException"
+        )
+
+
+class BatchHandler:
+    """The query's ``foreachBatch``: collects a micro-batch's outcome rows and hands them to the driver's
+    sinks (each batch's records are read from Kafka once). Once ``stop`` is set a stop waits for the batch
+    under way (:meth:`wait`) before it stops the query; a batch it cancels anyway raises
+    :class:`StoppedMidBatch`."""
+
+    def __init__(self, config: Config, jobs: Pipeline, stop: threading.Event | None = None):
+        self.config, self.jobs, self.stop = config, jobs, stop or threading.Event()
+        self._running = threading.Lock()
+
+    def __call__(self, rows: DataFrame, batch_id: int) -> None:
+        with self._running:
+            try:
+                self._hand_over(rows, batch_id)
+            except (Py4JJavaError, CapturedException):
+                if self.stop.is_set():
+                    raise StoppedMidBatch(batch_id) from None
+                raise
+
+    def _hand_over(self, rows: DataFrame, batch_id: int) -> None:
         started_s = time.time()  # the batch runs when its outcomes are collected
         results, pickles, stats, dead = outcomes(rows.toArrow())
-        jobs.record(results, stats, batch_id, started_s, pickles)
+        self.jobs.record(results, stats, batch_id, started_s, pickles)
         if dead is not None:  # rare: written by Spark from the rows already collected
             write_dead_letters(
-                rows.sparkSession.createDataFrame(dead), batch_id, config.sinks.dead_letter_dir
+                rows.sparkSession.createDataFrame(dead), batch_id, self.config.sinks.dead_letter_dir
             )
 
-    return handle
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the batch under way, if any, to be handed over; whether it was."""
+        if not self._running.acquire(timeout=timeout_s):
+            return False
+        self._running.release()
+        return True
 
 
 @contextmanager
@@ -278,10 +341,12 @@ def run_queries(
 ) -> int:
     """Start the query, and again after each failure, until it ends or ``stop`` is set (see
     :func:`run_stream`). The signal only sets ``stop``: the query is stopped from here, never interrupted
-    in the middle of a call into Spark's JVM."""
+    in the middle of a call into Spark's JVM, once the batch under way is handed over (up to
+    ``BATCH_GRACE_S``; a longer one is cancelled and runs again at the next start)."""
     wait_s = RESTART_BACKOFF_S[0]
+    handler = BatchHandler(config, jobs, stop)
     while not stop.is_set():
-        query = start_query(spark, config, jobs, trigger_s, available_now)
+        query = start_query(spark, config, jobs, trigger_s, available_now, handler)
         started_s = time.monotonic()
         try:
             while not query.awaitTermination(STOP_POLL_S):
@@ -296,8 +361,10 @@ def run_queries(
                 wait_s = RESTART_BACKOFF_S[0]
             log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
         finally:
-            if stop.is_set():  # the batch the stop interrupts fails by design; py4j would log its traceback
-                logging.getLogger("py4j").setLevel(logging.CRITICAL)
+            if stop.is_set():
+                quiet_stop(spark)
+                if not handler.wait(BATCH_GRACE_S):
+                    log.warning("stopping: cancelling the batch under way (it runs again at the next start)")
             _stop(query)
         jobs.health.query_restarts += 1
         stop.wait(wait_s)

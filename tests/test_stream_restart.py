@@ -152,6 +152,39 @@ def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, ka
     assert after_restart["kobs_pipeline_dead_letters_total", (("query", QUERY),)] == 1
 
 
+@pytest.mark.timeout(600)
+def test_a_batch_the_stop_cancels_ends_quietly_and_runs_again_at_the_next_start(kafka_cluster, tmp_path):
+    """A stop that cannot wait for the batch under way (one longer than its grace) cancels the batch's Spark
+    job. Spark took the cancelled batch's error for a failure of the query: it searched the error's text
+    (the job's whole Java stack) with a regular expression that recurses per character, and its stream
+    thread died printing a thousand-line StackOverflowError. The next start runs the batch again."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    produce(kafka_cluster.bootstrap, topic, scrapes(3))
+    run_dir = tmp_path / "run"
+    config_file = tmp_path / "kobs.yaml"
+    config_file.write_text(
+        yaml.safe_dump(config_for(run_dir, topic, kafka_cluster.bootstrap).model_dump(mode="json"))
+    )
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    stopped = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "stop_mid_batch.py"), str(config_file)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    output = stopped.stdout + stopped.stderr
+    assert stopped.returncode == 0, output[-3000:]
+    for noise in ("StackOverflowError", "Traceback", " ERROR ", "\tat "):
+        assert noise not in output, output[-3000:]
+    query_dir = run_dir / "checkpoints" / QUERY
+    assert (query_dir / "offsets" / "0").exists() and not (query_dir / "commits" / "0").exists()
+
+    again = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file), "--available-now"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert (query_dir / "commits" / "0").exists()
+
+
 def _children(pid: int) -> list[int]:
     return [
         int(child)
