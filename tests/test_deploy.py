@@ -115,6 +115,19 @@ def test_every_kobs_service_runs_a_valid_kobs_command_line(services):
         parser.parse_args(["app", "--bind", "0.0.0.0"])
 
 
+def test_every_kobs_service_is_given_the_time_its_own_stop_takes(services):
+    """Docker sends SIGKILL 10 s after SIGTERM unless told otherwise; kobs stream's stop may take the batch
+    under way's grace and Spark's stop timeout, the collector's its flush."""
+    from collectors.cli import FLUSH_S
+    from spark_jobs.stream import BATCH_GRACE_S, STOP_TIMEOUT_S
+
+    longest_s = max(BATCH_GRACE_S + STOP_TIMEOUT_S, FLUSH_S)
+    for name, service in services.items():
+        if service["image"] == KOBS_IMAGE and name not in ONE_SHOT:
+            grace = re.fullmatch(r"(\d+)s", service.get("stop_grace_period", "10s"))
+            assert grace and int(grace.group(1)) > longest_s, (name, service.get("stop_grace_period"))
+
+
 def test_data_lives_in_named_volumes(services, config):
     for name in ("kafka-1", "kafka-2", "kafka-3"):
         assert _mounts(services[name])[services[name]["environment"]["KAFKA_LOG_DIRS"]] == f"{name}-data"
