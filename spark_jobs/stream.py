@@ -69,6 +69,7 @@ CHECKPOINT_FILES = (
 # JVM's CPU after 160 micro-batches) with no faster batches to show for it. Prepended to Spark's
 # extraJavaOptions, so a user's own JVM options there still win.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")  # the driver JVM's log: warnings, kobs's format
 # How long the query waits before asking Kafka for new offsets again when the last ask found none (Spark's
 # default, 10 ms, asked the metrics topic's leaders up to 100 times a second between batches: 2 of the
 # JVM's 10 CPU s a minute in the demo). A record waits 50 ms longer on average.
@@ -136,7 +137,7 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         .set("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .set("spark.sql.streaming.checkpointFileManagerClass", CHECKPOINT_FILES)
         .set("spark.sql.streaming.pollingDelay", POLLING_DELAY)
-        .set("spark.driver.defaultJavaOptions", JVM_OPTIONS)
+        .set("spark.driver.defaultJavaOptions", f'{JVM_OPTIONS} -Dlog4j2.configurationFile="{LOG_CONFIG}"')
         .set("spark.executor.defaultJavaOptions", JVM_OPTIONS)
         .set("spark.ui.enabled", str(ui_port is not None).lower())
         .set("spark.ui.showConsoleProgress", "false")  # a progress bar redrawn into the service's log
