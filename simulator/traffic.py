@@ -5,7 +5,8 @@ consumer (one thread) reading at most its ``messages_per_s`` (``None``: as fast 
 what it consumed every ``commit_interval_s``. The default mix has a healthy group and one that reads a
 fifth of the traffic, so its lag grows by 40 messages a second. A commit refused while the cluster moves
 (a broker killed, its group coordinator moving) is tried again at the next interval: the groups ride out
-the demo's incidents as a real service would.
+the demo's incidents as a real service would, quietly: librdkafka's own log lines (a failed connection, a
+timed-out request: the incidents' doing, and the demo narrates them) are kept to critical ones.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+from common.kafka_clients import LIBRDKAFKA_LOG_LEVEL
 
 log = logging.getLogger(__name__)
 POLL_S = 0.1
@@ -75,6 +78,7 @@ class Traffic:
                 "bootstrap.servers": self.bootstrap,
                 "linger.ms": 20,
                 "client.id": "traffic",
+                "log_level": LIBRDKAFKA_LOG_LEVEL,
             }
         )
         started = time.monotonic()
@@ -96,6 +100,7 @@ class Traffic:
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": 6000,
+                "log_level": LIBRDKAFKA_LOG_LEVEL,
             }
         )
         consumer.subscribe([self.spec.topic])

@@ -7,6 +7,7 @@ import time
 from collectors.offsets import OffsetsSource
 from common import names
 from common.config import Cluster
+from peers.process import free_port
 from peers.stack import create_topic
 from simulator.traffic import GroupTraffic, Traffic, TrafficSpec
 
@@ -64,3 +65,12 @@ def test_a_healthy_group_keeps_up_while_a_lagging_one_falls_behind(kafka_cluster
     # a slow machine still passes), and far beyond the healthy group's.
     assert second["traffic-lagging"] - first["traffic-lagging"] >= 0.5 * 40 * elapsed
     assert second["traffic-lagging"] > 2 * second["traffic-healthy"] + 100
+
+
+def test_a_cluster_that_does_not_answer_keeps_the_traffic_clients_quiet(capfd):
+    """The demo's incidents kill and hang brokers under this traffic: librdkafka wrote a line per failed
+    connection and timed-out request to the demo's terminal (dozens a second), burying its narration."""
+    spec = TrafficSpec(messages_per_s=0.1, groups=(GroupTraffic("quiet"),))  # nothing to flush at the stop
+    with Traffic(f"127.0.0.1:{free_port()}", spec):  # nothing listens there
+        time.sleep(3)
+    assert "|FAIL|" not in capfd.readouterr().err
