@@ -60,8 +60,10 @@ def kill_broker(stack: EmbeddedStack) -> str:
 
 def restart_broker(stack: EmbeddedStack) -> str:
     stack.kafka.restart(KILLED)
+    pid = stack.kafka.nodes[KILLED].pid
     return (
-        f"broker {KILLED} restarted (pid {stack.kafka.nodes[KILLED].pid}): its partitions have a leader again"
+        f"broker {KILLED} restarted (pid {pid}): its partitions have a leader again, elected uncleanly by "
+        "Kafka's count (a killed broker's log may have lost writes), which pages too"
     )
 
 

@@ -4,10 +4,10 @@ routing (webhooks pointed at a pager on loopback), to the pager:
   ``kobs stream``, shipped rules unchanged): a broker of the replication-factor-1 topic is killed and
   KafkaProducerBlocked pages; a follower is SIGSTOPped and KafkaUnderReplicatedPartitions pages; each is
   cross-checked at the page with what Kafka's own tools and the producer's own JMX say, and resolves after
-  the repair;
+  the repair; the killed broker's return is an unclean election by Kafka's own count (KIP-966): it pages;
 - the simulator plays the unclean-election scenario in accelerated time behind its JMX-exporter endpoints,
-  and the raw broker counter pages KafkaUncleanLeaderElection (a stand-in: staging a real unclean election
-  takes a data-losing sequence of broker failures this suite does not play);
+  and the raw exporter counter pages KafkaUncleanLeaderElection (a stand-in: the real nodes here run no
+  Prometheus JMX exporter, their metrics reach kobs through JMX);
 - a derived-metrics exporter flips to offline partitions (rules' ``for:`` shortened to 1 s): the page
   arrives and the inhibited under-replicated page stays suppressed."""
 
@@ -243,6 +243,21 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         assert player.repair_until_resolved(kill) is not None, "\n".join(lines)
         assert not kafka_tools.describe_topics(stack.kafka.bootstrap, "--unavailable-partitions")
         assert _wait_for(lambda: stack.pager.pages("KafkaProducerBlocked", status="resolved"))
+        # The killed node's partitions got their leader back through an unclean election, by Kafka's own
+        # count (KIP-966: a replica that shut down uncleanly is no longer an eligible leader, and the
+        # controller logs "using an unclean election"); kobs counts the same elections, and it pages.
+        elections = kafka_tools.jmx_values(
+            stack.kafka.nodes[1].jmx_address,  # a controller running all along: it counted every election
+            "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec",
+        )
+        counted = elections["kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec:Count"]
+        assert counted == len(led_by_killed)
+        derived = 'sum(kobs_unclean_leader_elections_total{job="kobs-exporter",cluster="demo"})'
+        assert _wait_for(lambda: _query(stack, derived).get("") == counted, timeout_s=120)
+        (page,) = _wait_for(lambda: stack.pager.pages("KafkaUncleanLeaderElection"), timeout_s=120)[:1]
+        assert page.payload["alerts"][0]["labels"] == {
+            "alertname": "KafkaUncleanLeaderElection", "cluster": "demo", "severity": "page",
+        }  # fmt: skip
 
         # 2. A follower hangs: its partitions are under-replicated and it pages.
         _cause, paged_after = player.break_until_paged(pause)
