@@ -15,11 +15,16 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "stream",
         help="run the Spark Structured Streaming analytics over the metrics topic",
-        description="Read the metrics topic with Spark, derive consumer lag (messages, seconds, Burrow "
-        "status, catch-up ETA, lost messages), serve the derived metrics on sinks.exporter_address, and "
-        "write Parquet history under sinks.history_dir and dead letters under sinks.dead_letter_dir. "
+        description="Read the metrics topic with Spark and derive, per watched cluster: consumer lag "
+        "(messages, seconds, Burrow status, catch-up ETA, lost messages), under-replicated, under-min-ISR "
+        "and offline partitions, flapping ISRs, throughput against stored data, blocked producers and "
+        "broker resources. Serves the derived metrics and Burrow's HTTP API on sinks.exporter_address, "
+        "writes Parquet history under sinks.history_dir and dead letters under sinks.dead_letter_dir. "
         "Checkpoints under sinks.checkpoint_dir make a restart resume where it stopped.",
-        epilog="Metric names and labels: docs/metrics.md. Runs until Ctrl-C unless --available-now.",
+        epilog="Metric names and labels: docs/metrics.md. Runs until Ctrl-C or SIGTERM unless "
+        "--available-now; a stop lets the batch under way finish (up to 5 s), then exits 0 (130 for "
+        "Ctrl-C). A failed query starts again from its checkpoint after a wait of 5 s, doubled up to a "
+        "minute while it keeps failing.",
     )
     parser.add_argument(
         "--config", type=Path, help="YAML configuration file (default: the embedded demo's settings)"
