@@ -152,7 +152,6 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
         signal.signal(signal.SIGINT, on_ctrl_c)  # SparkContext's own raises KeyboardInterrupt mid-call
     if not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):  # unless set for Spark
         session.conf.set("spark.sql.shuffle.partitions", local_cores(session) or STATE_PARTITIONS)
-    quiet_kafka_client(session)
     return session
 
 
@@ -163,28 +162,17 @@ def local_cores(spark: SparkSession) -> int | None:
     return spark.sparkContext.defaultParallelism if master == "local" or master.startswith("local[") else None
 
 
-def quiet_kafka_client(spark: SparkSession) -> None:
-    """Keep Kafka's Java client (Spark's Kafka source) to errors in the driver's log: while the metrics topic
-    is unreachable it warns on every connection attempt, about once a second for as long as it lasts. The
-    query's own failures and restarts are logged by ``kobs stream``."""
-    _log_errors_only(spark, "org.apache.kafka")
-
-
 def quiet_stop(spark: SparkSession) -> None:
     """Keep out of the log what a deliberate stop makes Spark and py4j say: Spark cancels the query's job
     group twice and warns each time it finds no job running; Hadoop warns with a Java stack when the stop
     interrupts the ``chmod`` it runs for each checkpoint file it writes (the file is still written); py4j
     logs the Python traceback of a batch the stop cancels (:class:`StoppedMidBatch`)."""
-    _log_errors_only(spark, "org.apache.spark.scheduler.DAGScheduler", "org.apache.hadoop.util.Shell")
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-
-
-def _log_errors_only(spark: SparkSession, *loggers: str) -> None:
     jvm = spark.sparkContext._jvm
-    for name in loggers:
+    for name in ("org.apache.spark.scheduler.DAGScheduler", "org.apache.hadoop.util.Shell"):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             name, jvm.org.apache.logging.log4j.Level.ERROR
         )
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
 
 
 def check_checkpoint(checkpoint: Path) -> None:

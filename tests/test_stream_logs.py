@@ -24,14 +24,16 @@ logger("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution").w
 logger("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution").warn("a batch fell behind")
 logger("org.apache.spark.scheduler.DAGScheduler").info("a job finished")
 logger("org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin").warn("Error in attempt 1 getting offsets")
+logger("org.apache.kafka.clients.NetworkClient").warn("Connection to node -1 could not be established")
 logger("org.apache.spark.scheduler.TaskSetManager").error("a task failed")
 """
 
-# Lines that ask nothing of anyone: an INFO line, a retried offset fetch, the AQE notice, Spark's default
-# profile announcing itself, Hadoop's native library missing.
+# Lines that ask nothing of anyone: an INFO line, a retried offset fetch, a refused connection, the AQE
+# notice, Spark's default profile announcing itself, Hadoop's native library missing.
 CHATTER = (
     "a job finished",
     "Error in attempt",
+    "could not be established",
     "Disabling AQE",
     "log4j profile",
     "default log level",

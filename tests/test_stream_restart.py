@@ -48,6 +48,13 @@ def scrapes(n: int) -> list:
     ]
 
 
+def write_config(tmp_path: Path, config: Config) -> Path:
+    """``config`` as the YAML file ``kobs stream --config`` reads."""
+    path = tmp_path / "kobs.yaml"
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    return path
+
+
 def config_for(
     run_dir: Path, topic: str = "unused", bootstrap: str = "127.0.0.1:9", per_batch: int = 2
 ) -> Config:
@@ -119,8 +126,7 @@ def test_kill_9_mid_batch_then_restart_gives_the_uninterrupted_results(spark, ka
     # restart must not take that state as the start of the replayed batch.
     run_dir = tmp_path / "crashed"
     config = config_for(run_dir, topic, kafka_cluster.bootstrap)
-    config_file = tmp_path / "kobs.yaml"
-    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    config_file = write_config(tmp_path, config)
     command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file), "--available-now"]
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     checkpoint = run_dir / "checkpoints" / QUERY
@@ -161,10 +167,7 @@ def test_a_batch_the_stop_cancels_ends_quietly_and_runs_again_at_the_next_start(
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     produce(kafka_cluster.bootstrap, topic, scrapes(3))
     run_dir = tmp_path / "run"
-    config_file = tmp_path / "kobs.yaml"
-    config_file.write_text(
-        yaml.safe_dump(config_for(run_dir, topic, kafka_cluster.bootstrap).model_dump(mode="json"))
-    )
+    config_file = write_config(tmp_path, config_for(run_dir, topic, kafka_cluster.bootstrap))
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     stopped = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "stop_mid_batch.py"), str(config_file)],
@@ -227,9 +230,7 @@ def test_ctrl_c_or_a_stop_signal_to_the_whole_group_stops_kobs_stream_mid_stream
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     produce(kafka_cluster.bootstrap, topic, scrapes(2))
     run_dir = tmp_path / "run"
-    config_file = tmp_path / "kobs.yaml"
-    config = config_for(run_dir, topic, kafka_cluster.bootstrap, per_batch=1)
-    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
+    config_file = write_config(tmp_path, config_for(run_dir, topic, kafka_cluster.bootstrap, per_batch=1))
     command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file)]
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     log_path = tmp_path / "stream.log"
