@@ -82,33 +82,53 @@ class LagReport:
 
 
 class Window:
-    """The last ``size`` observations, oldest first, one per time (a repeated time replaces its value)."""
+    """The last ``size`` observations, oldest first, one per time (a repeated time replaces its value): their
+    times and values in two lists. Pickled as ``(size, times, values)``: three objects a window rather than a
+    tuple a point (the lag analysis's state is tens of thousands of windows, stored every micro-batch)."""
+
+    __slots__ = ("size", "times", "values")
 
     def __init__(self, size: int):
         self.size = size
-        self.points: list[tuple[float, int]] = []
+        self.times: list[float] = []
+        self.values: list[int] = []
+
+    def __getstate__(self) -> tuple[int, list[float], list[int]]:
+        return self.size, self.times, self.values
+
+    def __setstate__(self, state: tuple | dict) -> None:
+        if isinstance(state, dict):  # stored before the two lists: {"size", "points": [(time, value)]}
+            state = state["size"], [t for t, _ in state["points"]], [v for _, v in state["points"]]
+        self.size, self.times, self.values = state
 
     def add(self, t_s: float, value: int) -> None:
-        points = self.points
-        if not points or t_s > points[-1][0]:  # the usual case: a newer scrape
-            points.append((t_s, value))
+        times, values = self.times, self.values
+        if not times or t_s > times[-1]:  # the usual case: a newer scrape
+            times.append(t_s)
+            values.append(value)
         else:
-            i = bisect_left(points, t_s, key=lambda point: point[0])
-            if points[i][0] == t_s:
-                points[i] = (t_s, value)
+            i = bisect_left(times, t_s)
+            if times[i] == t_s:
+                values[i] = value
             else:
-                points.insert(i, (t_s, value))
-        if len(points) > self.size:
-            del points[: -self.size]
+                times.insert(i, t_s)
+                values.insert(i, value)
+        if len(times) > self.size:
+            del times[: -self.size], values[: -self.size]
+
+    @property
+    def points(self) -> list[tuple[float, int]]:
+        """(time, value) of each observation, oldest first."""
+        return list(zip(self.times, self.values, strict=True))
 
     @property
     def last(self) -> int:
-        return self.points[-1][1]
+        return self.values[-1]
 
     def at(self, t_s: float) -> int | None:
         """The value observed last at or before ``t_s``; None if the window starts after it."""
-        i = bisect_right(self.points, t_s, key=lambda point: point[0])
-        return self.points[i - 1][1] if i else None
+        i = bisect_right(self.times, t_s)
+        return self.values[i - 1] if i else None
 
 
 class LagTracker:
@@ -151,11 +171,11 @@ class LagTracker:
         cluster's newest end-offsets scrape (a deleted partition leaves with the scrape after it)."""
         newest: dict[str, float] = {}
         for (cluster, _, _), ends in self._ends.items():
-            newest[cluster] = max(newest.get(cluster, -math.inf), ends.points[-1][0])
+            newest[cluster] = max(newest.get(cluster, -math.inf), ends.times[-1])
         return [
             (*key, starts.last if (starts := self._starts.get(key)) else None, ends.last)
             for key, ends in sorted(self._ends.items())
-            if ends.points[-1][0] == newest[key[0]]
+            if ends.times[-1] == newest[key[0]]
         ]
 
     def _partition(self, key: tuple[str, str, str, str], commits: Window, ends: Window) -> PartitionLag:
@@ -163,14 +183,18 @@ class LagTracker:
         now_s = self._now[cluster]
         committed, end = commits.last, ends.last
         lag = max(0, end - committed)
-        history = [(offset, round(t_s * 1000), _lag_at(ends, t_s, offset)) for t_s, offset in commits.points]
+        history = [
+            (offset, round(t_s * 1000), _lag_at(ends, t_s, offset))
+            for t_s, offset in zip(commits.times, commits.values, strict=True)
+        ]
         starts = self._starts.get((cluster, topic, partition))
         lost = lost_messages(committed, starts.last) if starts else 0
-        status = partition_status(history, [e for _, e in ends.points], lag, now_s)
+        status = partition_status(history, ends.values, lag, now_s)
+        end_points = ends.points
         return PartitionLag(
             cluster, group, topic, partition, now_s, committed, end, lag,
-            lag_seconds(committed, ends.points, now_s), lost, status,
-            rate_per_s(commits.points), rate_per_s(ends.points), history[0], history[-1],
+            lag_seconds(committed, end_points, now_s), lost, status,
+            rate_per_s(commits.points), rate_per_s(end_points), history[0], history[-1],
             len(history) / self.window,
         )  # fmt: skip
 

@@ -15,9 +15,11 @@ from common.names import (
     PARTITION_END_OFFSET,
     PARTITION_START_OFFSET,
 )
+from spark_jobs import lag_tracker
 from spark_jobs.analysis import Observation
 from spark_jobs.lag import LagAnalysis
-from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample
+from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample, Window
+from spark_jobs.snapshots import load_state
 
 
 def feed(tracker: LagTracker, ends=(), commits=(), starts=(), group="g", partition="0") -> None:
@@ -188,6 +190,31 @@ def test_a_state_stored_before_groups_were_kept_reads_back():
     restored = pickle.loads(pickle.dumps(old))
     restored.observe([group_sample(GROUP_MEMBERS, 10, "billing", 3)])
     assert ("kobs_consumergroup_members", ("c", "billing"), 3) in restored.evaluate().metrics
+
+
+class WindowAsStoredBefore:
+    """A window as the previous version kept it (a tuple per point), pickled under the class's name now."""
+
+    __module__, __qualname__ = Window.__module__, Window.__qualname__
+
+    def __init__(self, window: Window):
+        self.size, self.points = window.size, window.points
+
+
+def test_a_state_stored_with_a_tuple_per_point_reads_back_and_answers_the_same(monkeypatch):
+    tracker = LagTracker(window=4)
+    feed(tracker, **GROWING, starts=[(30, 60)])
+    answers = tracker.evaluate()
+    for windows in (tracker._commits, tracker._ends, tracker._starts):
+        windows.update({key: WindowAsStoredBefore(window) for key, window in windows.items()})
+    with monkeypatch.context() as patched:
+        patched.setattr(lag_tracker, "Window", WindowAsStoredBefore)
+        stored = pickle.dumps(tracker)
+    restored = load_state(stored)
+    assert isinstance(restored._ends["c", "t", "0"], Window)
+    assert restored.evaluate() == answers
+    feed(restored, ends=[(40, 400)], commits=[(40, 400)])
+    assert restored.evaluate().partitions[0].status == "OK"  # caught up: lag 0
 
 
 def test_burrows_window_of_a_partition_is_its_oldest_and_newest_commit_and_how_full_it_is():
