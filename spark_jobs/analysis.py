@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
@@ -50,10 +51,26 @@ class Derived(NamedTuple):
 
 @dataclass(frozen=True)
 class Evaluation:
-    """An analysis's answer after a batch: history rows (column -> value) and derived metric values."""
+    """An analysis's answer after a batch: history rows (column -> value) and derived metric values.
+
+    Pickled with its metrics as three columns (names, labels, values), which pickle and load without a
+    Python call per value: an evaluation crosses from the executors to the driver every micro-batch, with
+    tens of thousands of values for a large cluster."""
 
     history: list[dict[str, Any]] = field(default_factory=list)
     metrics: list[Derived] = field(default_factory=list)
+
+    def __getstate__(self) -> tuple[list, tuple, tuple, tuple]:
+        return self.history, *(zip(*self.metrics, strict=True) if self.metrics else ((), (), ()))
+
+    def __setstate__(self, state: tuple | dict) -> None:
+        if isinstance(state, dict):  # pickled before the columns: its attributes
+            history, metrics = state["history"], state["metrics"]
+        else:
+            history, names, labels, values = state
+            metrics = list(map(tuple.__new__, repeat(Derived), zip(names, labels, values, strict=True)))
+        object.__setattr__(self, "history", history)
+        object.__setattr__(self, "metrics", metrics)
 
 
 class Analysis(Protocol):
