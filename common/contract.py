@@ -25,7 +25,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -157,21 +157,13 @@ _NAME, _LABELS, _VALUE = (operator.attrgetter(f) for f in ("name", "labels", "va
 def _sample_rows(samples: tuple[Sample, ...]) -> tuple[list[Any], bool]:
     """The ``[name, labels, value]`` rows, and whether they are plainly valid.
 
-    The hot path of a collector: the checks of :func:`_validate_sample` run column by column in C loops
-    (types as sets, each distinct metric and label name once), several times faster than sample by sample.
+    The hot path of a collector: the checks of :func:`_validate_sample` run column by column
+    (:func:`_plain_names`), several times faster than sample by sample.
     """
     names = list(map(_NAME, samples))
     labels = [x if type(x) is dict else dict(x) for x in map(_LABELS, samples)]
     values = list(map(_VALUE, samples))
-    keys = set(itertools.chain.from_iterable(labels))
-    plain = (
-        set(map(type, names)) <= {str}
-        and all(map(_valid_metric_name, set(names)))
-        and set(map(type, keys)) <= {str}
-        and all(map(_valid_label_name, keys))
-        and set(map(type, itertools.chain.from_iterable(map(dict.values, labels)))) <= {str}
-        and set(map(type, values)) <= {int, float}
-    )
+    plain = _plain_names(names, labels) and set(map(type, values)) <= {int, float}
     if plain and math.isfinite(sum(values)):  # a NaN or an infinity makes the sum non-finite
         return list(zip(names, labels, map(float, values), strict=True)), True  # tuples: JSON arrays
     return [[n, x, _encode_value(v)] for n, x, v in zip(names, labels, values, strict=True)], plain
@@ -251,13 +243,44 @@ def _validate(doc: Any) -> None:
     samples = doc.get("samples", [])
     if not isinstance(samples, list):
         raise ContractError("samples: not a list")
-    for i, sample in enumerate(samples):
-        _validate_sample(i, sample)
+    if not _plain_samples(samples):
+        for i, sample in enumerate(samples):
+            _validate_sample(i, sample)  # raises, naming the first sample that is wrong
     events = doc.get("events", [])
     if not isinstance(events, list):
         raise ContractError("events: not a list")
     for i, event in enumerate(events):
         _validate_event(i, event)
+
+
+def _plain_names(names: Sequence[Any], labels: Sequence[dict]) -> bool:
+    """Whether every metric name and label name is valid and every label value a string: the checks of
+    :func:`_validate_sample` column by column in C loops (types as sets, each distinct name once)."""
+    keys = set(itertools.chain.from_iterable(labels))
+    return (
+        set(map(type, names)) <= {str}
+        and all(map(_valid_metric_name, set(names)))
+        and set(map(type, keys)) <= {str}
+        and all(map(_valid_label_name, keys))
+        and set(map(type, itertools.chain.from_iterable(map(dict.values, labels)))) <= {str}
+    )
+
+
+def _plain_samples(samples: list) -> bool:
+    """Whether every sample of a parsed record is plainly valid (each ``[name, labels, value]`` passes
+    :func:`_validate_sample`), checked column by column; False: check them one by one to name the bad one."""
+    if not samples:
+        return True
+    if set(map(type, samples)) != {list} or set(map(len, samples)) != {3}:
+        return False
+    names, labels, values = zip(*samples, strict=True)
+    kinds = set(map(type, values))
+    return (
+        set(map(type, labels)) == {dict}
+        and _plain_names(names, labels)
+        and kinds <= {int, float, str}
+        and (str not in kinds or {v for v in values if type(v) is str} <= set(NON_FINITE))
+    )
 
 
 @functools.lru_cache(maxsize=4096)

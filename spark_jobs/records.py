@@ -102,11 +102,12 @@ def part(doc: dict, tables: Tables) -> dict[str, bytes]:
     past 2**53, a long JMX counter, rounds) or the strings of ``NON_FINITE``."""
     parts: dict[str, tuple[list, list]] = {}
     for sample in doc.get("samples", ()):
-        for table in tables.get(sample[0], ()):
-            name, labels, value = sample
-            parts.setdefault(table, ([], []))[0].append(
-                [name, labels, value if type(value) is str else float(value)]
-            )
+        found = tables.get(sample[0])
+        if found:
+            if type(sample[2]) is int:
+                sample[2] = float(sample[2])  # in the parsed record itself: it is only read here
+            for table in found:
+                parts.setdefault(table, ([], []))[0].append(sample)
     for event in doc.get("events", ()):
         for table in tables.get(event["type"], ()):
             parts.setdefault(table, ([], []))[1].append(event)

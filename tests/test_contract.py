@@ -166,6 +166,41 @@ def test_encode_refuses_what_a_reader_would_reject_and_names_the_sample(bad, rea
         encode(Batch("c", "s", 1, (good, bad, good)))
 
 
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        (["m", {}, True], "samples[1]: value True is not a number"),  # JSON true is not a number
+        (["m", {}, "7"], "samples[1]: value '7' is not a number"),
+        (["m", {}, [1]], "samples[1]: value [1] is not a number"),
+        (["m", {}, {"NaN": 1}], "samples[1]: value {'NaN': 1} is not a number"),
+        (["m", ["a"], 1], "samples[1]: labels are not an object"),
+        (["m", {"a": ["x"]}, 1], "samples[1]: label 'a' value is not a string"),
+        (["m", {"a-b": "x"}, 1], "samples[1]: label name 'a-b'"),
+        ([7, {}, 1], "samples[1]: metric name 7"),
+        (["m", {}], "samples[1]: expected [name, labels, value]"),
+        ({"name": "m"}, "samples[1]: expected [name, labels, value]"),
+    ],
+)
+def test_a_reader_names_the_one_bad_sample_among_good_ones(bad, reason):
+    good = ["m", {"a": "x"}, 1.5]
+    doc = {"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": [good, bad, ["m", {}, "NaN"]]}
+    with pytest.raises(ContractError, match=re.escape(reason)):
+        decode(json.dumps(doc).encode())
+
+
+def test_a_reader_takes_integers_floats_and_the_non_finite_strings():
+    samples = [
+        ["m", {"a": "x"}, 1],
+        ["m", {}, 2.5],
+        ["m", {}, "NaN"],
+        ["n", {"b": "y"}, "+Inf"],
+        ["n", {}, "-Inf"],
+    ]
+    doc = {"v": 1, "cluster": "c", "source": "s", "ts": 1, "samples": samples}
+    values = [sample.value for sample in decode(json.dumps(doc).encode()).samples]
+    assert values[:2] == [1.0, 2.5] and math.isnan(values[2]) and values[3:] == [math.inf, -math.inf]
+
+
 def test_tombstone_and_non_json_become_dead_letters():
     assert decode_or_dead_letter(None).reason.startswith("empty record")
     letter = decode_or_dead_letter(b"\xff\xfe", topic="kobs.metrics", partition=2, offset=40)
