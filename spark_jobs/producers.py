@@ -182,7 +182,7 @@ class ProducerAnalysis:
         skipped = 0
         for t_s, group in groupby(sorted(observations, key=attrgetter("t_s")), key=attrgetter("t_s")):
             group = list(group)
-            if any(self._changes(o) for o in group):
+            if any(self._changes(o) for o in group if o.event is not None or o.name in PARTITION_FIELDS):
                 self._update_losses()
             for o in group:
                 skipped += not self._apply(o)
@@ -219,7 +219,8 @@ class ProducerAnalysis:
         return True
 
     def _changes(self, o: Observation) -> bool:
-        """Whether ``o`` changes a known partition's leader or ISR size."""
+        """Whether ``o`` (an event, or a leader or ISR sample) changes a known partition's leader or ISR
+        size."""
         labels = o.labels
         if o.event is not None:
             change = _isr_change(o)
@@ -228,10 +229,8 @@ class ProducerAnalysis:
             topic, partition, leader, isr = change
         elif o.name == names.PARTITION_LEADER:
             topic, partition, leader, isr = labels.get("topic"), labels.get("partition"), o.value, None
-        elif o.name == names.PARTITION_ISR:
-            topic, partition, leader, isr = labels.get("topic"), labels.get("partition"), None, o.value
         else:
-            return False
+            topic, partition, leader, isr = labels.get("topic"), labels.get("partition"), None, o.value
         state = self.partitions.get((o.cluster, topic, partition))
         return state is not None and (
             (leader is not None and leader != state.leader) or (isr is not None and isr != state.isr)
