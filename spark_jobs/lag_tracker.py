@@ -81,28 +81,24 @@ class LagReport:
     groups: tuple[GroupLag, ...] = ()
 
 
-class Window:
-    """The last ``size`` observations, oldest first, one per time (a repeated time replaces its value): their
-    times and values in two lists. Pickled as ``(size, times, values)``: three objects a window rather than a
-    tuple a point (the lag analysis's state is tens of thousands of windows, stored every micro-batch)."""
+class Window(list):
+    """The last observations of one series, oldest first, one per time (a repeated time replaces its value),
+    as ``[times, values]``. A list of two lists, so that the lag analysis's state (tens of thousands of
+    windows, stored and restored every micro-batch) pickles and loads without a Python call per window."""
 
-    __slots__ = ("size", "times", "values")
+    __slots__ = ()
 
-    def __init__(self, size: int):
-        self.size = size
-        self.times: list[float] = []
-        self.values: list[int] = []
+    def __init__(self):
+        super().__init__(([], []))
 
-    def __getstate__(self) -> tuple[int, list[float], list[int]]:
-        return self.size, self.times, self.values
+    def __setstate__(self, state: dict) -> None:
+        """A window stored before the two lists: ``{"size", "points": [(time, value)]}``."""
+        points = state["points"]
+        self[:] = [t for t, _ in points], [v for _, v in points]
 
-    def __setstate__(self, state: tuple | dict) -> None:
-        if isinstance(state, dict):  # stored before the two lists: {"size", "points": [(time, value)]}
-            state = state["size"], [t for t, _ in state["points"]], [v for _, v in state["points"]]
-        self.size, self.times, self.values = state
-
-    def add(self, t_s: float, value: int) -> None:
-        times, values = self.times, self.values
+    def add(self, t_s: float, value: int, size: int) -> None:
+        """Take an observation, keeping the last ``size``."""
+        times, values = self
         if not times or t_s > times[-1]:  # the usual case: a newer scrape
             times.append(t_s)
             values.append(value)
@@ -113,22 +109,31 @@ class Window:
             else:
                 times.insert(i, t_s)
                 values.insert(i, value)
-        if len(times) > self.size:
-            del times[: -self.size], values[: -self.size]
+        if len(times) > size:
+            del times[:-size], values[:-size]
+
+    @property
+    def times(self) -> list[float]:
+        return self[0]
+
+    @property
+    def values(self) -> list[int]:
+        return self[1]
 
     @property
     def points(self) -> list[tuple[float, int]]:
         """(time, value) of each observation, oldest first."""
-        return list(zip(self.times, self.values, strict=True))
+        return list(zip(*self, strict=True))
 
     @property
     def last(self) -> int:
-        return self.values[-1]
+        return self[1][-1]
 
     def at(self, t_s: float) -> int | None:
         """The value observed last at or before ``t_s``; None if the window starts after it."""
-        i = bisect_right(self.times, t_s)
-        return self.values[i - 1] if i else None
+        times, values = self
+        i = bisect_right(times, t_s)
+        return values[i - 1] if i else None
 
 
 class LagTracker:
@@ -152,8 +157,8 @@ class LagTracker:
             windows, key = self._starts, topic_partition
         window = windows.get(key)
         if window is None:
-            window = windows[key] = Window(self.window)
-        window.add(sample.t_s, int(sample.value))
+            window = windows[key] = Window()
+        window.add(sample.t_s, int(sample.value), self.window)
         if sample.t_s > self._now.get(sample.cluster, -math.inf):
             self._now[sample.cluster] = sample.t_s
 
@@ -185,7 +190,7 @@ class LagTracker:
         lag = max(0, end - committed)
         history = [
             (offset, round(t_s * 1000), _lag_at(ends, t_s, offset))
-            for t_s, offset in zip(commits.times, commits.values, strict=True)
+            for t_s, offset in zip(*commits, strict=True)
         ]
         starts = self._starts.get((cluster, topic, partition))
         lost = lost_messages(committed, starts.last) if starts else 0

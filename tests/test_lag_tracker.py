@@ -197,8 +197,8 @@ class WindowAsStoredBefore:
 
     __module__, __qualname__ = Window.__module__, Window.__qualname__
 
-    def __init__(self, window: Window):
-        self.size, self.points = window.size, window.points
+    def __init__(self, window: Window, size: int):
+        self.size, self.points = size, window.points
 
 
 def test_a_state_stored_with_a_tuple_per_point_reads_back_and_answers_the_same(monkeypatch):
@@ -206,7 +206,7 @@ def test_a_state_stored_with_a_tuple_per_point_reads_back_and_answers_the_same(m
     feed(tracker, **GROWING, starts=[(30, 60)])
     answers = tracker.evaluate()
     for windows in (tracker._commits, tracker._ends, tracker._starts):
-        windows.update({key: WindowAsStoredBefore(window) for key, window in windows.items()})
+        windows.update({key: WindowAsStoredBefore(window, 4) for key, window in windows.items()})
     with monkeypatch.context() as patched:
         patched.setattr(lag_tracker, "Window", WindowAsStoredBefore)
         stored = pickle.dumps(tracker)
