@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import pickletools
 
 import pytest
 
@@ -190,6 +191,15 @@ def test_a_state_stored_before_groups_were_kept_reads_back():
     restored = pickle.loads(pickle.dumps(old))
     restored.observe([group_sample(GROUP_MEMBERS, 10, "billing", 3)])
     assert ("kobs_consumergroup_members", ("c", "billing"), 3) in restored.evaluate().metrics
+
+
+def test_a_window_pickles_as_its_two_lists_with_nothing_to_run_on_load():
+    window = Window()
+    for t_s, offset in ((10.0, 100), (20.0, 200), (30.0, 300)):
+        window.add(t_s, offset, size=2)
+    data = pickle.dumps(window, protocol=pickle.HIGHEST_PROTOCOL)
+    assert "BUILD" not in {op.name for op, _, _ in pickletools.genops(data)}  # no __setstate__ call
+    assert pickle.loads(data).points == [(20.0, 200), (30.0, 300)]
 
 
 class WindowAsStoredBefore:
