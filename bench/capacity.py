@@ -6,10 +6,11 @@ run, and puts the measured records/s beside what the capacity model predicts for
 machine, described as model hardware (:mod:`bench.capacity_machine`: cores, clock, loopback as the network,
 the disk's measured sequential write speed). Baseline: the model's prediction, ratio model / measured.
 
-Two things keep the measurement about Kafka: the brokers are warmed up first (unmeasured rows, so that their
-JIT has compiled the produce, replication and fetch paths: cold brokers measured 2-3x slower), and records
-come from a file of ready payloads (the tool otherwise draws every byte of every record from a random
-generator, which took half its CPU at 1 KB).
+Three things keep the measurement about Kafka: the brokers are warmed up first (unmeasured rows, so that
+their JIT has compiled the produce, replication and fetch paths: cold brokers measured 2-3x slower), each
+producer tool warms itself up too (its first third of records, Kafka's own ``--warmup-records``; the figure
+and the CPU are those of its steady state), and records come from a file of ready payloads (the tool
+otherwise draws every byte of every record from a random generator, which took half its CPU at 1 KB).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ import re
 import string
 import subprocess
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -31,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 
 from app.capacity.model import DEFAULT_COSTS as COSTS
 from app.capacity.model import Workload, throughput
-from bench.capacity_machine import CpuUse, Machine, cpu_use, measure
+from bench.capacity_machine import CpuMark, CpuUse, Machine, cpu_mark, measure
 from bench.cli import at_least_one
 from peers.kafka import given_or_started
 from peers.kafka_tools import tool_argv
@@ -41,6 +43,8 @@ HELP = "the capacity model's records/s against kafka-producer/consumer-perf-test
 PARTITIONS = 6
 BATCH_BYTES = 16_384  # the Java producer's default batch.size, which the perf tool keeps
 TARGET = (2.0, 1.3)  # every row within x2 of the measurement, the median within x1.3 (issue 17)
+WARM_UP_SHARE = 3  # a producer tool's first third of records warms its JVM up (not measured)
+TOOL_TIMEOUT_S = 1800
 
 
 @dataclass(frozen=True)
@@ -69,9 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--megabytes",
         type=at_least_one,
-        default=1000,
-        help="payload each row sends or reads, in MB (default 1000: 10,000,000 messages of 100 B, 10 s or "
-        "more a row, so that each tool's own start and JIT weigh little); the brokers are first warmed up "
+        default=3000,
+        help="payload each row sends or reads, in MB (default 3000: 30,000,000 messages of 100 B; a "
+        "producer's first third warms its JVM up and is not measured); the brokers are first warmed up "
         "with two unmeasured rows of the same size",
     )
     parser.add_argument(
@@ -131,11 +135,11 @@ def measure_row(
     with new_topic(bootstrap, row) as topic:
         if not row.producers:  # a consumer row reads what a producer wrote first (not timed)
             produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), payloads, count)
-        with cpu_use() as cpu:
-            if row.producers:
-                measured = produce(bootstrap, topic, row, payloads, count)
-            else:
-                measured = consume(bootstrap, topic, count)
+        measured, cpu = (
+            produce(bootstrap, topic, row, payloads, count)
+            if row.producers
+            else consume(bootstrap, topic, count)
+        )
     workload = Workload(
         message_bytes=row.message_bytes,
         batch_bytes=BATCH_BYTES,
@@ -150,7 +154,7 @@ def measure_row(
     ratio = bound.records_per_s / measured if measured else float("inf")
     print(
         f"  {row.name:<34} measured {measured:>11,.0f} records/s   model {bound.records_per_s:>11,.0f} "
-        f"({bound.name})   model/measured {ratio:.2f}\n  {'':<34} {cycles(cpu, count, machine, workload)}",
+        f"({bound.name})   model/measured {ratio:.2f}\n  {'':<34} {cycles(cpu, machine, workload)}",
         flush=True,
     )
     return {
@@ -160,8 +164,10 @@ def measure_row(
     }
 
 
-def cycles(cpu: CpuUse, count: int, machine: Machine, workload: Workload) -> str:
+def cycles(cpu: CpuUse | None, machine: Machine, workload: Workload) -> str:
     """CPU cycles per record the row took, the perf tools apart from the brokers, beside the model's."""
+    if cpu is None:
+        return "CPU cycles per record: not measured (the tools were never in steady state together)"
     hz = machine.clock_ghz * 1e9
     if workload.producers:
         tools = COSTS.producer_caller(workload) + COSTS.producer_sender(workload)
@@ -169,53 +175,103 @@ def cycles(cpu: CpuUse, count: int, machine: Machine, workload: Workload) -> str
     else:
         tools, brokers = COSTS.consumer(workload), "none: served by sendfile"
     return (
-        f"CPU cycles per record: perf tools {cpu.tools_s * hz / count:,.0f} (model {tools:,.0f}), "
-        f"brokers and the rest {cpu.rest_s * hz / count:,.0f} (model {brokers})"
+        f"CPU cycles per record: perf tools {cpu.tools_s * hz / cpu.records:,.0f} (model {tools:,.0f}), "
+        f"brokers and the rest {cpu.rest_s * hz / cpu.records:,.0f} (model {brokers})"
     )
 
 
-PRODUCED = re.compile(r"(\d+) records sent, ([\d.]+) records/sec")
+STEADY = "In steady state."  # the producer tool's line at its first report (each second) after its warm-up
+STEADY_RESULT = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec")
 
 
-def produce(bootstrap: str, topic: str, row: Row, payloads: dict[int, Path], count: int) -> float:
-    """Records/s of ``row.producers`` perf-test producers started at once, sending ``count`` records between
-    them: the sum of each tool's own figure (its JVM's start left out; the tools overlap but for their
-    starts)."""
-    each = max(1, count // row.producers)
+def produce(
+    bootstrap: str, topic: str, row: Row, payloads: dict[int, Path], count: int
+) -> tuple[float, CpuUse | None]:
+    """Steady-state records/s of ``row.producers`` perf-test producers started at once, sending ``count``
+    records between them: the sum of each tool's own steady-state figure (its first third of records warm it
+    up). The CPU is measured from when all of them say they are in steady state (within a second of it) to
+    when the first one ends (None if one ended before the last said so), on the records they sent meanwhile
+    at that rate."""
+    each = max(2, count // row.producers)
     argv = tool_argv(
-        "kafka-producer-perf-test", "--topic", topic, "--num-records", str(each), "--payload-file",
-        str(payloads[row.message_bytes]), "--throughput", "-1", "--producer-props",
+        "kafka-producer-perf-test", "--topic", topic, "--num-records", str(each), "--warmup-records",
+        str(max(1, each // WARM_UP_SHARE)), "--payload-file", str(payloads[row.message_bytes]),
+        "--throughput", "-1", "--reporting-interval", "1000", "--producer-props",
         f"bootstrap.servers={bootstrap}", f"acks={row.acks}", heap="512m", quick=False,
     )  # fmt: skip
-    tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in
-             range(row.producers)]  # fmt: skip
+    outputs, steady, end = run_tools(
+        "kafka-producer-perf-test", [argv] * row.producers, lambda line: line.startswith(STEADY)
+    )
     rates = []
-    for tool in tools:
-        out, err = tool.communicate(timeout=900)
-        final = PRODUCED.findall(out)
-        if tool.returncode != 0 or not final:
-            raise RuntimeError(f"kafka-producer-perf-test failed ({tool.returncode}): {err or out}")
+    for out in outputs:
+        final = STEADY_RESULT.findall(out)
+        if not final:
+            raise RuntimeError(f"kafka-producer-perf-test printed no steady-state figure: {out[-2000:]}")
         rates.append(float(final[-1][1]))
-    return sum(rates)
+    rate = sum(rates)
+    return rate, CpuUse.between(steady, end, rate * (end.at_s - steady.at_s)) if steady else None
 
 
-def consume(bootstrap: str, topic: str, records: int) -> float:
-    """``fetch.nMsg.sec`` of kafka-consumer-perf-test reading ``records`` (the group's join left out)."""
+def consume(bootstrap: str, topic: str, records: int) -> tuple[float, CpuUse]:
+    """``fetch.nMsg.sec`` of kafka-consumer-perf-test reading ``records`` (the group's join left out), and
+    the CPU of its whole run."""
     argv = tool_argv(
         "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
         str(records), "--timeout", "60000", heap="512m", quick=False,
     )  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    (out,), start, end = run_tools("kafka-consumer-perf-test", [argv], None)
+    lines = [line for line in out.splitlines() if line.strip()]
     header = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
-    if done.returncode != 0 or header is None or header + 1 >= len(lines):
-        raise RuntimeError(
-            f"kafka-consumer-perf-test failed ({done.returncode}): {done.stderr or done.stdout}"
-        )
+    if header is None or header + 1 >= len(lines):
+        raise RuntimeError(f"kafka-consumer-perf-test printed no result: {out[-2000:]}")
     values = dict(
         zip([c.strip() for c in lines[header].split(",")], lines[header + 1].split(","), strict=False)
     )
-    return float(values["fetch.nMsg.sec"])
+    assert start is not None  # marked at the start when no line is waited for
+    return float(values["fetch.nMsg.sec"]), CpuUse.between(start, end, records)
+
+
+def run_tools(
+    name: str, argvs: list[list[str]], steady: Callable[[str], bool] | None
+) -> tuple[list[str], CpuMark | None, CpuMark]:
+    """Run the perf tools ``argvs`` (Kafka's ``name``) at once; their outputs, the CPU mark when every one
+    has printed a line for which ``steady`` holds (``steady`` None: at their start; None if one ended before
+    the last got there), and the mark when the first one ended."""
+    with tempfile.TemporaryFile("w+") as errors:
+        tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True) for argv in argvs]
+        pids = [tool.pid for tool in tools]
+        lock, marks, waiting = threading.Lock(), {}, [len(tools)]
+        if steady is None:
+            marks["steady"] = cpu_mark(pids)
+        outputs: list[list[str]] = [[] for _ in tools]
+
+        def read(tool: subprocess.Popen, lines: list[str]) -> None:
+            seen = steady is None
+            for line in tool.stdout:  # type: ignore[union-attr]
+                lines.append(line)
+                if not seen and steady(line):  # type: ignore[misc]
+                    seen = True
+                    with lock:
+                        waiting[0] -= 1
+                        if not waiting[0] and "end" not in marks:
+                            marks["steady"] = cpu_mark(pids)
+            with lock:
+                marks.setdefault("end", cpu_mark(pids))  # before the tool is waited for: /proc still has it
+
+        readers = [threading.Thread(target=read, args=pair) for pair in zip(tools, outputs, strict=True)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(TOOL_TIMEOUT_S)
+        timed_out = any(reader.is_alive() for reader in readers)
+        for tool in tools if timed_out else ():
+            tool.kill()
+        codes = [tool.wait(60) for tool in tools]
+        if timed_out or any(codes):
+            errors.seek(0)
+            said = errors.read() or "".join(outputs[next((i for i, c in enumerate(codes) if c), 0)])
+            raise RuntimeError(f"{name} {'timed out' if timed_out else 'failed'} ({codes}): {said[-2000:]}")
+    return ["".join(lines) for lines in outputs], marks.get("steady"), marks["end"]
 
 
 def verdict(results: list[dict]) -> str:

@@ -12,8 +12,7 @@ import resource
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,27 +111,44 @@ def disk_mbps(scratch: Path, megabytes: int = 256) -> float:
     return megabytes / elapsed
 
 
-@dataclass
+@dataclass(frozen=True)
+class CpuMark:
+    """CPU seconds spent so far at one moment: by the perf tools, by the whole machine, by this process."""
+
+    at_s: float
+    tools_s: float
+    busy_s: float
+    own_s: float
+
+
+@dataclass(frozen=True)
 class CpuUse:
-    """CPU seconds spent during a block: by the child processes it waited for (the perf tools), and by
-    everything else on the machine (the brokers, on a quiet machine), this process left out."""
+    """CPU seconds spent between two marks: by the perf tools, and by everything else on the machine (the
+    brokers, on a quiet machine), this process left out; ``records``: the records they were spent on."""
 
-    tools_s: float = 0.0
-    rest_s: float = 0.0
+    tools_s: float
+    rest_s: float
+    records: float
 
-
-@contextmanager
-def cpu_use() -> Iterator[CpuUse]:
-    use = CpuUse()
-    tools, busy, own = _children_s(), _machine_busy_s(), _own_s()
-    yield use
-    use.tools_s = _children_s() - tools
-    use.rest_s = _machine_busy_s() - busy - use.tools_s - (_own_s() - own)
+    @classmethod
+    def between(cls, first: CpuMark, last: CpuMark, records: float) -> CpuUse:
+        tools_s = last.tools_s - first.tools_s
+        rest_s = last.busy_s - first.busy_s - tools_s - (last.own_s - first.own_s)
+        return cls(tools_s, rest_s, records)
 
 
-def _children_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def cpu_mark(tools: Iterable[int]) -> CpuMark:
+    """Now, for the perf tools of process ids ``tools`` (running, or exited and not yet waited for)."""
+    return CpuMark(time.monotonic(), sum(_process_s(pid) for pid in tools), _machine_busy_s(), _own_s())
+
+
+def _process_s(pid: int) -> float:
+    """User and system seconds of process ``pid`` (/proc/PID/stat; 0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_s() -> float:

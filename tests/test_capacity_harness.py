@@ -1,0 +1,60 @@
+"""``kobs bench capacity``'s way of running perf tools (``bench.capacity.run_tools``), on small Python
+processes standing in for Kafka's tools: which moment counts as the steady state and whose CPU is counted
+there. Kafka's own tools run it in tests/test_bench_capacity.py."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from bench.capacity import run_tools
+from bench.capacity_machine import CpuUse
+
+STEADY = "In steady state."
+
+
+def tool(before_s: float, after_s: float, code: int = 0) -> list[str]:
+    """A process that keeps a core busy ``before_s``, says it is in steady state, then busy ``after_s``."""
+    script = (
+        "import sys, time\n"
+        "def spin(s):\n"
+        "    end = time.process_time() + s\n"
+        "    while time.process_time() < end: pass\n"
+        f"print('warming up', flush=True); spin({before_s})\n"
+        f"print({STEADY!r}, flush=True); spin({after_s})\n"
+        f"print('done', flush=True); sys.exit({code})\n"
+    )
+    return [sys.executable, "-c", script]
+
+
+def steady(line: str) -> bool:
+    return line.startswith(STEADY)
+
+
+def test_the_steady_state_starts_when_the_last_tool_says_so_and_ends_with_the_first_to_end():
+    outputs, start, end = run_tools("tool", [tool(0.1, 0.8), tool(0.4, 0.3)], steady)
+    assert [out.splitlines() for out in outputs] == [["warming up", STEADY, "done"]] * 2
+    assert start is not None
+    assert start.tools_s >= 0.5  # marked when the second said so: its 0.4 s spun, the first's 0.1 s at least
+    # the end comes when the second tool has spun its 0.7 s, the first at least its 0.1 s warm-up
+    assert end.tools_s >= 0.8
+    counted = CpuUse.between(start, end, records=1000)
+    # from the second tool's steady line to its end: its own last 0.3 s, and what the first ran meanwhile
+    assert 0.3 <= counted.tools_s <= 1.2
+    assert counted.records == 1000
+
+
+def test_no_steady_state_when_a_tool_ends_before_the_last_says_so():
+    _, start, end = run_tools("tool", [tool(0.0, 0.0), tool(0.6, 0.0)], steady)
+    assert start is None and end.tools_s > 0
+
+
+def test_without_a_steady_line_the_whole_run_counts():
+    _, start, end = run_tools("tool", [tool(0.2, 0.2)], None)
+    assert start is not None and CpuUse.between(start, end, 1).tools_s >= 0.35
+
+
+def test_a_failing_tool_is_named_with_what_it_said():
+    with pytest.raises(RuntimeError, match=r"kafka-producer-perf-test failed \(\[0, 3\]\).*warming up"):
+        run_tools("kafka-producer-perf-test", [tool(0.0, 0.0), tool(0.0, 0.0, code=3)], steady)
