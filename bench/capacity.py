@@ -19,8 +19,10 @@ import argparse
 import json
 import random
 import re
+import shutil
 import string
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
@@ -45,6 +47,7 @@ BATCH_BYTES = 16_384  # the Java producer's default batch.size, which the perf t
 TARGET = (2.0, 1.3)  # every row within x2 of the measurement, the median within x1.3 (issue 17)
 WARM_UP_SHARE = 3  # a producer tool's first third of records warms its JVM up (not measured)
 TOOL_TIMEOUT_S = 1800
+REPLICAS_KEPT = 3.3  # a row's copies on the brokers' disks at RF 3, with the logs' indexes and headers
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3000,
         help="payload each row sends or reads, in MB (default 3000: 30,000,000 messages of 100 B; a "
         "producer's first third warms its JVM up and is not measured); the brokers are first warmed up "
-        "with two unmeasured rows of the same size",
+        "with two unmeasured rows of the same size. A row at RF 3 keeps 3 copies on disk until it ends: "
+        "the cluster started here needs that much free space under the temporary directory (the default "
+        "takes ~8 minutes on 2 cores)",
     )
     parser.add_argument(
         "--bootstrap", help="host:port of a 3-broker Kafka on this machine to use (default: start one)"
@@ -86,6 +91,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="kobs-bench-capacity-") as tmp:
+        needed = REPLICAS_KEPT * args.megabytes * 1e6
+        if not args.bootstrap and (free := shutil.disk_usage(tmp).free) < needed:
+            print(
+                f"kobs bench capacity: a row at RF 3 keeps {needed / 1e9:.1f} GB on disk and {tmp} has "
+                f"{free / 1e9:.1f} GB free: give a smaller --megabytes, or point TMPDIR at a larger disk",
+                file=sys.stderr,
+            )
+            return 2
         machine = measure(Path(tmp))
         print(f"as model hardware: {machine.text()}", flush=True)
         if not args.bootstrap:

@@ -4,6 +4,7 @@ there. Kafka's own tools run it in tests/test_bench_capacity.py."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -58,3 +59,13 @@ def test_without_a_steady_line_the_whole_run_counts():
 def test_a_failing_tool_is_named_with_what_it_said():
     with pytest.raises(RuntimeError, match=r"kafka-producer-perf-test failed \(\[0, 3\]\).*warming up"):
         run_tools("kafka-producer-perf-test", [tool(0.0, 0.0), tool(0.0, 0.0, code=3)], steady)
+
+
+def test_a_row_too_large_for_the_disk_is_refused_before_any_kafka_starts():
+    done = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "bench", "capacity", "--megabytes", "100000000000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "keeps 330000000.0 GB on disk" in done.stderr and "smaller --megabytes" in done.stderr
+    assert "starting a 3-node Kafka" not in done.stdout
