@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.bootstrap and (free := shutil.disk_usage(tmp).free) < needed:
             print(
                 f"kobs bench capacity: a row at RF 3 keeps {needed / 1e9:.1f} GB on disk and {tmp} has "
-                f"{free / 1e9:.1f} GB free: give a smaller --megabytes, or point TMPDIR at a larger disk",
+                f"{free / 1e9:.1f} GB free: give --megabytes {int(free / REPLICAS_KEPT / 1e6)} or less, or "
+                "point TMPDIR at a larger disk",
                 file=sys.stderr,
             )
             return 2
