@@ -118,8 +118,9 @@ def observations(cluster: str, source: str, observed: bytes) -> Iterator[Observa
     """The observations of one record's part (:func:`part`) for the analysis that reads it."""
     ts_ms, samples, events = orjson.loads(observed)
     t_s = ts_ms / 1000
-    for name, labels, value in samples:
-        yield Observation(name, cluster, source, labels, t_s, NON_FINITE.get(value, value), None)
+    new, number = tuple.__new__, NON_FINITE.get  # tuple.__new__: no Python call per sample (most of them)
+    yield from (new(Observation, (name, cluster, source, labels, t_s, number(value, value), None))
+                for name, labels, value in samples)  # fmt: skip
     for event in events:
         yield Observation(event["type"], cluster, source, {}, event["ts"] / 1000, None, event_fields(event))
 
