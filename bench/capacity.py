@@ -254,20 +254,21 @@ def run_tools(
     with tempfile.TemporaryFile("w+") as errors:
         tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True) for argv in argvs]
         pids = [tool.pid for tool in tools]
-        lock, marks, waiting = threading.Lock(), {}, [len(tools)]
+        lock, marks, waiting = threading.Lock(), {}, len(tools)  # marks: "steady" and "end"
         if steady is None:
             marks["steady"] = cpu_mark(pids)
         outputs: list[list[str]] = [[] for _ in tools]
 
         def read(tool: subprocess.Popen, lines: list[str]) -> None:
+            nonlocal waiting
             seen = steady is None
             for line in tool.stdout:  # type: ignore[union-attr]
                 lines.append(line)
                 if not seen and steady(line):  # type: ignore[misc]
                     seen = True
                     with lock:
-                        waiting[0] -= 1
-                        if not waiting[0] and "end" not in marks:
+                        waiting -= 1
+                        if not waiting and "end" not in marks:
                             marks["steady"] = cpu_mark(pids)
             with lock:
                 marks.setdefault("end", cpu_mark(pids))  # before the tool is waited for: /proc still has it
