@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ import pyarrow as pa
 from common.metrics import DERIVED_METRICS, GROUP_STATUS
 from common.names import GROUP_COMMITTED_OFFSET, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER
 from spark_jobs.analysis import Derived, Evaluation, Observation
-from spark_jobs.lag_tracker import INPUT_NAMES, GroupLag, LagTracker, OffsetSample, PartitionLag
+from spark_jobs.lag_tracker import INPUT_NAMES, LagTracker, PartitionLag
 
 HISTORY_SCHEMA = pa.schema(
     [
@@ -38,17 +39,21 @@ HISTORY_SCHEMA = pa.schema(
         ("produce_per_s", pa.float64()),
     ]
 )
-PARTITION_GAUGES: dict[str, Callable[[PartitionLag], float]] = {
-    "kobs_consumergroup_lag_messages": lambda p: p.lag_messages,
-    "kobs_consumergroup_lag_seconds": lambda p: p.lag_seconds,
-    "kobs_consumergroup_partition_status": lambda p: GROUP_STATUS[p.status],
-    "kobs_consumergroup_lost_messages": lambda p: p.lost_messages,
-    "kobs_consumergroup_committed_offset": lambda p: p.committed,
+# Each gauge's field of a PartitionLag or a GroupLag (a status served as its code; None: no sample).
+PARTITION_GAUGES = {
+    "kobs_consumergroup_lag_messages": "lag_messages",
+    "kobs_consumergroup_lag_seconds": "lag_seconds",
+    "kobs_consumergroup_partition_status": "status",
+    "kobs_consumergroup_lost_messages": "lost_messages",
+    "kobs_consumergroup_committed_offset": "committed",
 }
-GROUP_GAUGES: dict[str, Callable[[GroupLag], float | None]] = {
-    "kobs_consumergroup_status": lambda g: GROUP_STATUS[g.status],
-    "kobs_consumergroup_catchup_eta_seconds": lambda g: g.catchup_eta_s,  # None (unknown): no sample
+GROUP_GAUGES = {
+    "kobs_consumergroup_status": "status",
+    "kobs_consumergroup_catchup_eta_seconds": "catchup_eta_s",
 }
+# The largest offset a sample carries exactly (the contract's values are doubles); the tracker holds
+# offsets as 64-bit integers, so a NaN, an infinity or a value past this is no offset.
+MAX_OFFSET = 2**53
 LABELS = {m.name: m.labels for m in DERIVED_METRICS}
 MEMBER_LABELS = frozenset(("topic", "partition", "client_id", "host"))
 log = logging.getLogger(__name__)
@@ -71,6 +76,7 @@ class LagAnalysis:
         self.__dict__.update({"groups": {}} | state)  # state stored before group states were kept
 
     def observe(self, observations: Iterable[Observation]) -> None:
+        offsets = {name: ([], [], []) for name in INPUT_NAMES}  # keys, times, values
         skipped = 0
         for o in observations:
             labels = o.labels
@@ -78,19 +84,25 @@ class LagAnalysis:
                 skipped += not self._group(o)
                 continue
             topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
+            commit = o.name == GROUP_COMMITTED_OFFSET
             if (
                 topic is None
                 or partition is None
-                or (group is None and o.name == GROUP_COMMITTED_OFFSET)
+                or (group is None and commit)
                 or o.value is None
-                or not math.isfinite(o.value)
+                or not -MAX_OFFSET <= o.value <= MAX_OFFSET
             ):
                 skipped += 1
-            else:
-                self.tracker.observe(OffsetSample(o.name, o.cluster, group, topic, partition, o.t_s, o.value))
+                continue
+            keys, times, values = offsets[o.name]
+            keys.append((o.cluster, group, topic, partition) if commit else (o.cluster, topic, partition))
+            times.append(o.t_s)
+            values.append(o.value)
+        for name, read in offsets.items():
+            self.tracker.add(name, *read)
         if skipped:
             self.skipped += skipped
-            log.warning("lag: skipped %d offset samples without topic/partition/group or not finite", skipped)
+            log.warning("lag: skipped %d samples without topic/partition/group or not an offset", skipped)
 
     def _group(self, o: Observation) -> bool:
         """Take a group's state, member count or a partition's member; False when it lacks its labels or a
@@ -124,21 +136,22 @@ class LagAnalysis:
             ],
         )
 
-    def _with_members(self, partitions: Iterable[PartitionLag]) -> Iterable[dict]:
+    def _with_members(self, partitions: tuple[PartitionLag, ...]) -> list[dict]:
         """History rows; a partition with a member in its group's newest scrape gets its ``client_id`` and
         ``owner`` (the member's host, as Burrow names it), the others none."""
-        for p in partitions:
-            seen = self.groups.get((p.cluster, p.group))
-            member = seen.assigned.get((p.topic, p.partition)) if seen is not None else None
-            row = vars(p)  # flat and frozen: shared, not copied, unless a member is added
-            yield row if member is None else row | {"client_id": member[0], "owner": member[1]}
+        rows = list(map(dict, map(zip, repeat(PartitionLag._fields), partitions)))
+        if any(seen.assigned for seen in self.groups.values()):
+            for row, p in zip(rows, partitions, strict=True):
+                seen = self.groups.get((p.cluster, p.group))
+                member = seen.assigned.get((p.topic, p.partition)) if seen is not None else None
+                if member is not None:
+                    row["client_id"], row["owner"] = member
+        return rows
 
     def _offsets(self) -> Iterable[Derived]:
-        for cluster, topic, partition, start, end in self.tracker.partition_offsets():
-            labels = (cluster, topic, partition)
-            yield Derived("kobs_partition_current_offset", labels, end)
-            if start is not None:
-                yield Derived("kobs_partition_oldest_offset", labels, start)
+        partitions, starts, ends = self.tracker.partition_offsets()
+        yield from _series("kobs_partition_current_offset", partitions, ends)
+        yield from _series("kobs_partition_oldest_offset", partitions, starts)
 
     def _group_series(self) -> Iterable[Derived]:
         """State and members of the groups in their cluster's newest scrape (a deleted group leaves)."""
@@ -167,10 +180,19 @@ class GroupSeen:
     assigned: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (client id, host)
 
 
-def _derived(gauges: dict[str, Callable], items: tuple) -> Iterable[Derived]:
-    for name, value_of in gauges.items():
-        labels_of = attrgetter(*LABELS[name])  # a tuple: every lag metric has cluster and group
-        for item in items:
-            value = value_of(item)
-            if value is not None:
-                yield Derived(name, labels_of(item), value)
+def _derived(gauges: dict[str, str], items: tuple) -> Iterable[Derived]:
+    for name, field_name in gauges.items():
+        values = map(attrgetter(field_name), items)
+        if field_name == "status":
+            values = map(GROUP_STATUS.__getitem__, values)
+        labels = map(attrgetter(*LABELS[name]), items)  # a tuple: every lag metric has cluster and group
+        yield from _series(name, labels, values)
+
+
+def _series(name: str, labels: Iterable[tuple], values: Iterable[float | None]) -> Iterable[Derived]:
+    """``name``'s values with their labels (None: no sample), built without a Python call per value."""
+    values = list(values)
+    rows = zip(repeat(name, len(values)), labels, values, strict=True)
+    if None in values:
+        rows = (row for row in rows if row[2] is not None)
+    return map(tuple.__new__, repeat(Derived), rows)

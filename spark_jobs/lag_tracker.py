@@ -1,52 +1,37 @@
 """Consumer-lag state per partition: bounded windows of offset observations in, lag answers out.
 
-Pure (no Spark): the lag analysis (``spark_jobs.lag``) feeds it the offsets collector's samples and the
-rules come from ``spark_jobs.lag_status``. Every observation of a group's committed offset counts as one
-commit, as in Burrow with a polling offsets module: a group that reports the same offset while lag exists
-is STALL, and STOP means its offsets stopped being reported while the partition's end offset still is.
-"Now" is the newest observation time of the cluster, not the wall clock, so a replay gives the same answer.
+Pure (numpy, no Spark): the lag analysis (``spark_jobs.lag``) feeds it the offsets collector's samples. Every
+observation of a group's committed offset counts as one commit, as in Burrow with a polling offsets module:
+a group that reports the same offset while lag exists is STALL, and STOP means its offsets stopped being
+reported while the partition's end offset still is. "Now" is the newest observation time of the cluster,
+not the wall clock, so a replay gives the same answer.
 
-Statuses follow Burrow (codes in ``docs/metrics.md``): a partition is OK, WARN, STOP, STALL or REWIND, a
-group its worst partition with STOP, STALL and REWIND reported as ERR. Messages lost to retention (committed
-offset below the log start offset) are their own signal, ``lost_messages``, not a status.
+The rules are those of ``spark_jobs.lag_status``, stated there one partition at a time; here they run over
+the windows of every partition at once (numpy arrays, ``spark_jobs.lag_windows``), and the tests hold the
+two to the same answers. Statuses follow Burrow (codes in ``docs/metrics.md``): a partition is OK, WARN,
+STOP, STALL or REWIND, a group its worst partition with STOP, STALL and REWIND reported as ERR. Messages lost
+to retention (committed offset below the log start offset) are their own signal, ``lost_messages``, not a
+status.
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left, bisect_right
-from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby, repeat
 from typing import NamedTuple
 
+import numpy as np
+
 from common import names
-from spark_jobs.lag_status import (
-    Commit,
-    catch_up_eta_s,
-    group_status,
-    lag_seconds,
-    lost_messages,
-    partition_status,
-    rate_per_s,
-)
+from spark_jobs.lag_status import PARTITION_STATUSES, Commit, catch_up_eta_s, group_status
+from spark_jobs.lag_windows import Windows
 
 INPUT_NAMES = (names.GROUP_COMMITTED_OFFSET, names.PARTITION_END_OFFSET, names.PARTITION_START_OFFSET)
+OK, WARN, STOP, STALL, REWIND = range(len(PARTITION_STATUSES))
 
 
-class OffsetSample(NamedTuple):
-    """One input sample; ``group`` is None for end and start offsets."""
-
-    name: str
-    cluster: str
-    group: str | None
-    topic: str
-    partition: str
-    t_s: float
-    value: float
-
-
-@dataclass(frozen=True)
-class PartitionLag:
+class PartitionLag(NamedTuple):
     cluster: str
     group: str
     topic: str
@@ -82,58 +67,14 @@ class LagReport:
 
 
 class Window(list):
-    """The last observations of one series, oldest first, one per time (a repeated time replaces its value),
-    as ``[times, values]``. A list of two lists, so that the lag analysis's state (tens of thousands of
-    windows, stored and restored every micro-batch) pickles and loads without a Python call per window."""
+    """One series' window as the version before :class:`Windows` stored it, ``[times, values]`` (and the
+    one before that, ``{"size", "points"}``): read back only, into :class:`Windows`."""
 
     __slots__ = ()
 
-    def __init__(self):
-        super().__init__(([], []))
-
     def __setstate__(self, state: dict) -> None:
-        """A window stored before the two lists: ``{"size", "points": [(time, value)]}``."""
         points = state["points"]
         self[:] = [t for t, _ in points], [v for _, v in points]
-
-    def add(self, t_s: float, value: int, size: int) -> None:
-        """Take an observation, keeping the last ``size``."""
-        times, values = self
-        if not times or t_s > times[-1]:  # the usual case: a newer scrape
-            times.append(t_s)
-            values.append(value)
-        else:
-            i = bisect_left(times, t_s)
-            if times[i] == t_s:
-                values[i] = value
-            else:
-                times.insert(i, t_s)
-                values.insert(i, value)
-        if len(times) > size:
-            del times[:-size], values[:-size]
-
-    @property
-    def times(self) -> list[float]:
-        return self[0]
-
-    @property
-    def values(self) -> list[int]:
-        return self[1]
-
-    @property
-    def points(self) -> list[tuple[float, int]]:
-        """(time, value) of each observation, oldest first."""
-        return list(zip(*self, strict=True))
-
-    @property
-    def last(self) -> int:
-        return self[1][-1]
-
-    def at(self, t_s: float) -> int | None:
-        """The value observed last at or before ``t_s``; None if the window starts after it."""
-        times, values = self
-        i = bisect_right(times, t_s)
-        return values[i - 1] if i else None
 
 
 class LagTracker:
@@ -141,82 +82,198 @@ class LagTracker:
 
     def __init__(self, window: int = 10):
         self.window = window
-        self._commits: dict[tuple[str, str, str, str], Window] = {}  # (cluster, group, topic, partition)
-        self._ends: dict[tuple[str, str, str], Window] = {}  # (cluster, topic, partition)
-        self._starts: dict[tuple[str, str, str], Window] = {}
-        self._now: dict[str, float] = {}
+        self._commits = Windows(window)  # (cluster, group, topic, partition)
+        self._ends = Windows(window)  # (cluster, topic, partition)
+        self._starts = Windows(window)
 
-    def observe(self, sample: OffsetSample) -> None:
-        """Take one sample whose name is one of ``INPUT_NAMES``."""
-        topic_partition = (sample.cluster, sample.topic, sample.partition)
-        if sample.name == names.GROUP_COMMITTED_OFFSET:
-            windows, key = self._commits, (sample.cluster, sample.group, sample.topic, sample.partition)
-        elif sample.name == names.PARTITION_END_OFFSET:
-            windows, key = self._ends, topic_partition
-        else:
-            windows, key = self._starts, topic_partition
-        window = windows.get(key)
-        if window is None:
-            window = windows[key] = Window()
-        window.add(sample.t_s, int(sample.value), self.window)
-        if sample.t_s > self._now.get(sample.cluster, -math.inf):
-            self._now[sample.cluster] = sample.t_s
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state["_commits"], dict):  # stored before Windows: a Window per series, and "now"
+            for name in ("_commits", "_ends", "_starts"):
+                state[name] = Windows.of(state["window"], {key: tuple(w) for key, w in state[name].items()})
+            del state["_now"]
+        self.__dict__.update(state)
+
+    def add(self, name: str, keys: Sequence[tuple], times: Sequence[float], values: Sequence[float]) -> None:
+        """Take observations of one of ``INPUT_NAMES`` (in the order they were read): offsets (whole numbers)
+        of the series ``keys``, (cluster, group, topic, partition) for commits, else (cluster, topic,
+        partition)."""
+        windows = self._commits if name == names.GROUP_COMMITTED_OFFSET else self._ends
+        if name == names.PARTITION_START_OFFSET:
+            windows = self._starts
+        windows.add(keys, times, values)
 
     def evaluate(self) -> LagReport:
         """Lag of every group partition whose end offset has been seen, and the status of every group."""
-        partitions = tuple(
-            self._partition(key, commits, self._ends[key[0], key[2], key[3]])
-            for key, commits in sorted(self._commits.items())
-            if (key[0], key[2], key[3]) in self._ends
-        )
+        commits, ends, starts = self._commits, self._ends, self._starts
+        end_rows = _rows_of(ends, commits.keys)
+        reported = np.flatnonzero(end_rows >= 0)
+        if not len(reported):
+            return LagReport()
+        keys = [commits.keys[i] for i in reported]
+        newest = self._newest()
+        now = np.array([newest[key[0]] for key in keys])
+        start_rows = _rows_of(starts, keys)
+        committed = commits.values[reported, -1]
+        lost = np.where(start_rows >= 0, np.maximum(0, _newest_values(starts, start_rows) - committed), 0)
+        columns = _partitions(
+            commits.times[reported], commits.values[reported], ends.times[end_rows[reported]],
+            ends.values[end_rows[reported]], lost, now,
+        )  # fmt: skip
+        rows = zip(*zip(*keys, strict=True), *columns, strict=True)
+        partitions = tuple(map(tuple.__new__, repeat(PartitionLag), rows))
         return LagReport(partitions, _groups(partitions))
 
-    def partition_offsets(self) -> list[tuple[str, str, str, int | None, int]]:
-        """(cluster, topic, partition, log start offset or None, end offset) of every partition in its
-        cluster's newest end-offsets scrape (a deleted partition leaves with the scrape after it)."""
+    def partition_offsets(self) -> tuple[list[tuple[str, str, str]], list[int | None], list[int]]:
+        """The (cluster, topic, partition) of every partition in its cluster's newest end-offsets scrape (a
+        deleted partition leaves with the scrape after it), with its log start offset (None: not seen) and
+        end offset."""
+        ends, starts = self._ends, self._starts
+        newest = _newest_of({}, ends)
+        last = ends.times[:, -1].tolist()
+        current = [i for i, key in enumerate(ends.keys) if last[i] == newest[key[0]]]
+        partitions = [ends.keys[i] for i in current]
+        start_rows = _rows_of(starts, partitions)
+        log_starts = _newest_values(starts, start_rows).tolist()
+        return (
+            partitions,
+            [None if row < 0 else start for row, start in zip(start_rows.tolist(), log_starts, strict=True)],
+            ends.values[current, -1].tolist(),
+        )
+
+    def _newest(self) -> dict[str, float]:
+        """Each cluster's newest observation time."""
         newest: dict[str, float] = {}
-        for (cluster, _, _), ends in self._ends.items():
-            newest[cluster] = max(newest.get(cluster, -math.inf), ends.times[-1])
-        return [
-            (*key, starts.last if (starts := self._starts.get(key)) else None, ends.last)
-            for key, ends in sorted(self._ends.items())
-            if ends.times[-1] == newest[key[0]]
-        ]
-
-    def _partition(self, key: tuple[str, str, str, str], commits: Window, ends: Window) -> PartitionLag:
-        cluster, group, topic, partition = key
-        now_s = self._now[cluster]
-        committed, end = commits.last, ends.last
-        lag = max(0, end - committed)
-        history = [
-            (offset, round(t_s * 1000), _lag_at(ends, t_s, offset))
-            for t_s, offset in zip(*commits, strict=True)
-        ]
-        starts = self._starts.get((cluster, topic, partition))
-        lost = lost_messages(committed, starts.last) if starts else 0
-        status = partition_status(history, ends.values, lag, now_s)
-        end_points = ends.points
-        return PartitionLag(
-            cluster, group, topic, partition, now_s, committed, end, lag,
-            lag_seconds(committed, end_points, now_s), lost, status,
-            rate_per_s(commits.points), rate_per_s(end_points), history[0], history[-1],
-            len(history) / self.window,
-        )  # fmt: skip
+        for windows in (self._commits, self._ends, self._starts):
+            _newest_of(newest, windows)
+        return newest
 
 
-def _lag_at(ends: Window, t_s: float, committed: int) -> int | None:
-    """Lag of a commit against the end offset seen at its time; None when no end offset was seen yet."""
-    end = ends.at(t_s)
-    return None if end is None else max(0, end - committed)
+def _newest_of(newest: dict[str, float], windows: Windows) -> dict[str, float]:
+    """``newest`` updated with the newest time of each cluster in ``windows`` (keys start with the cluster;
+    rows are sorted, so each cluster's rows are one run)."""
+    last = windows.times[:, -1].tolist()
+    i = 0
+    for cluster, rows in groupby(key[0] for key in windows.keys):
+        n = sum(1 for _ in rows)
+        newest[cluster] = max(newest.get(cluster, -np.inf), *last[i : i + n])
+        i += n
+    return newest
+
+
+def _newest_values(windows: Windows, rows: np.ndarray) -> np.ndarray:
+    """The newest value of each of ``rows`` (0 for a row < 0, none)."""
+    if not windows.keys:
+        return np.zeros(len(rows), np.int64)
+    return np.where(rows >= 0, windows.values[rows, -1], 0)
+
+
+def _rows_of(windows: Windows, keys: list[tuple]) -> np.ndarray:
+    """The rows of ``windows`` holding each key's partition (its cluster, topic and partition); -1: none."""
+    get = windows.rows.get
+    return np.fromiter((get((k[0], k[-2], k[-1]), -1) for k in keys), np.int64, len(keys))
+
+
+def _partitions(
+    commit_t: np.ndarray, commit_v: np.ndarray, end_t: np.ndarray, end_v: np.ndarray,
+    lost: np.ndarray, now: np.ndarray,
+) -> list[list]:  # fmt: skip
+    """The columns of :class:`PartitionLag` after the key, one row per group partition: its commits' and its
+    end offsets' windows, the messages it lost to retention and now."""
+    size = commit_t.shape[1]
+    rows = np.arange(len(commit_t))
+    first = np.isnan(commit_t).sum(axis=1)  # the column of the oldest commit
+    committed, end = commit_v[:, -1], end_v[:, -1]
+    lag = np.maximum(0, end - committed)
+    commit_lags, known = _lags_at(end_t, end_v, commit_t, commit_v)
+    first_ms, last_ms = (np.rint(commit_t[rows, first] * 1000).astype(np.int64),
+                         np.rint(commit_t[:, -1] * 1000).astype(np.int64))  # fmt: skip
+    status = _status(commit_v, ~np.isnan(commit_t), commit_lags, known, end_v, ~np.isnan(end_t), lag,
+                     now * 1000 - last_ms > last_ms - first_ms)  # fmt: skip
+    lags = np.where(known, commit_lags, -1).tolist()
+    start_lag = [None if (x := row[f]) < 0 else x for row, f in zip(lags, first.tolist(), strict=True)]
+    end_lag = [None if row[-1] < 0 else row[-1] for row in lags]
+    return [
+        now.tolist(), committed.tolist(), end.tolist(), lag.tolist(),
+        _lag_seconds(committed, end_t, end_v, now).tolist(),
+        lost.tolist(),
+        np.array(PARTITION_STATUSES)[status].tolist(),
+        _none_for_nan(_rate_per_s(commit_t, commit_v)), _none_for_nan(_rate_per_s(end_t, end_v)),
+        list(zip(commit_v[rows, first].tolist(), first_ms.tolist(), start_lag, strict=True)),
+        list(zip(committed.tolist(), last_ms.tolist(), end_lag, strict=True)),
+        ((size - first) / size).tolist(),
+    ]  # fmt: skip
+
+
+def _lags_at(end_t, end_v, commit_t, commit_v) -> tuple[np.ndarray, np.ndarray]:
+    """Each commit's lag against the end offset observed last at or before its time, and whether one was
+    (a commit older than every end offset in the window has no known lag)."""
+    seen = (end_t[:, None, :] <= commit_t[:, :, None]).sum(axis=2)  # end offsets at or before each commit
+    column = np.isnan(end_t).sum(axis=1)[:, None] + seen - 1
+    end_then = np.take_along_axis(end_v, np.maximum(column, 0), axis=1)
+    return np.maximum(0, end_then - commit_v), seen > 0
+
+
+def _status(commit_v, held, commit_lags, known, end_v, end_held, lag, stopped) -> np.ndarray:
+    """Burrow's partition status (``lag_status.partition_status``), as indexes of PARTITION_STATUSES. The
+    known lags are the newest commits' (end offsets and commits are both in time order), so successive
+    known lags are adjacent columns."""
+    committed = commit_v[:, -1]
+    caught_up_recently = (end_held & (end_v <= committed[:, None])).any(axis=1)
+    zero_lag = (known & (commit_lags == 0)).any(axis=1)
+    rewind = (held[:, :-1] & (commit_v[:, 1:] < commit_v[:, :-1])).any(axis=1)
+    stall = (~held | (commit_v == committed[:, None])).all(axis=1)
+    lag_fell = (known[:, :-1] & (commit_lags[:, 1:] < commit_lags[:, :-1])).any(axis=1)
+    return np.select(
+        [lag <= 0, stopped & ~caught_up_recently, zero_lag, rewind, stall, ~lag_fell],
+        [OK, STOP, OK, REWIND, STALL, WARN],
+        OK,
+    )
+
+
+def _since_last_reset(times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row, the column of the oldest observation after the value last went backwards
+    (``lag_status.since_last_reset``)."""
+    went_back = values[:, 1:] < values[:, :-1]  # from an empty column's 0: to the oldest observation anyway
+    after = np.where(went_back, np.arange(1, times.shape[1]), 0).max(axis=1)
+    return np.maximum(np.isnan(times).sum(axis=1), after)
+
+
+def _rate_per_s(times: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``lag_status.rate_per_s`` of each row; NaN where unknown."""
+    rows, size = np.arange(len(times)), times.shape[1]
+    oldest = _since_last_reset(times, values)
+    t0, v0, t1, v1 = times[rows, oldest], values[rows, oldest], times[:, -1], values[:, -1]
+    known = (oldest <= size - 2) & (t1 > t0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(known, (v1 - v0) / (t1 - t0), np.nan)
+
+
+def _lag_seconds(committed, end_t, end_v, now) -> np.ndarray:
+    """``lag_status.lag_seconds`` of each row: the age of the first unconsumed message, its write time
+    interpolated between the two end offsets that bracket it (the last such pair in the window)."""
+    rows, size = np.arange(len(end_t)), end_t.shape[1]
+    oldest = _since_last_reset(end_t, end_v)
+    target = (committed + 1)[:, None]
+    pairs = np.arange(size - 1)
+    bracket = (pairs >= oldest[:, None]) & (end_v[:, :-1] < target) & (target <= end_v[:, 1:])
+    pair = np.where(bracket, pairs, -1).max(axis=1)
+    p = np.maximum(pair, 0)
+    t0, t1, e0, e1 = end_t[rows, p], end_t[rows, p + 1], end_v[rows, p], end_v[rows, p + 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = t0 + (committed + 1 - e0) * (t1 - t0) / (e1 - e0)
+    written = np.where(pair >= 0, between, end_t[rows, oldest])
+    return np.where(committed >= end_v[:, -1], 0.0, np.maximum(0.0, now - written))
+
+
+def _none_for_nan(values: np.ndarray) -> list[float | None]:
+    return [None if x != x else x for x in values.tolist()]
 
 
 def _groups(partitions: tuple[PartitionLag, ...]) -> tuple[GroupLag, ...]:
-    members: dict[tuple[str, str], list[PartitionLag]] = defaultdict(list)
-    for p in partitions:
-        members[p.cluster, p.group].append(p)
+    """Each group's status and catch-up ETA from its partitions (sorted: a group's partitions are one run)."""
     groups = []
-    for (cluster, group), parts in sorted(members.items()):
-        status = group_status(p.status for p in parts)
+    for (cluster, group), members in groupby(partitions, key=lambda p: (p.cluster, p.group)):
+        parts = list(members)
         consume = [p.consume_per_s for p in parts]
         produce = [p.produce_per_s for p in parts]
         eta = catch_up_eta_s(
@@ -224,5 +281,5 @@ def _groups(partitions: tuple[PartitionLag, ...]) -> tuple[GroupLag, ...]:
             None if None in consume else sum(consume),
             None if None in produce else sum(produce),
         )
-        groups.append(GroupLag(cluster, group, status, eta))
+        groups.append(GroupLag(cluster, group, group_status(p.status for p in parts), eta))
     return tuple(groups)

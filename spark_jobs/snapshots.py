@@ -33,8 +33,8 @@ _NAME = re.compile(r"batch-(\d+)\.pickle\Z")
 STATE_MODULES = frozenset(
     f"spark_jobs.{name}"
     for name in (
-        "analysis", "lag", "lag_tracker", "lag_status", "replication", "isr_ledger", "flapping",
-        "throughput", "rates", "producers", "pipeline_health", "brokers",
+        "analysis", "lag", "lag_tracker", "lag_windows", "lag_status", "replication", "isr_ledger",
+        "flapping", "throughput", "rates", "producers", "pipeline_health", "brokers",
     )
 )  # fmt: skip
 CONTAINERS = {

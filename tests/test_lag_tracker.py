@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import pickle
-import pickletools
 
 import pytest
 
@@ -19,19 +18,18 @@ from common.names import (
 from spark_jobs import lag_tracker
 from spark_jobs.analysis import Observation
 from spark_jobs.lag import LagAnalysis
-from spark_jobs.lag_tracker import GroupLag, LagTracker, OffsetSample, Window
+from spark_jobs.lag_tracker import GroupLag, LagTracker, Window
 from spark_jobs.snapshots import load_state
 
 
 def feed(tracker: LagTracker, ends=(), commits=(), starts=(), group="g", partition="0") -> None:
     """``ends``/``starts``: (t_s, offset) of topic t; ``commits``: (t_s, offset) of ``group`` on it."""
-    for name, points, who in (
-        (PARTITION_END_OFFSET, ends, None),
-        (PARTITION_START_OFFSET, starts, None),
-        (GROUP_COMMITTED_OFFSET, commits, group),
+    for name, points, key in (
+        (PARTITION_END_OFFSET, ends, ("c", "t", partition)),
+        (PARTITION_START_OFFSET, starts, ("c", "t", partition)),
+        (GROUP_COMMITTED_OFFSET, commits, ("c", group, "t", partition)),
     ):
-        for t_s, offset in points:
-            tracker.observe(OffsetSample(name, "c", who, "t", partition, t_s, offset))
+        tracker.add(name, [key] * len(points), [t for t, _ in points], [v for _, v in points])
 
 
 GROWING = {"ends": [(10, 100), (20, 200), (30, 300)], "commits": [(10, 50), (20, 120), (30, 190)]}
@@ -193,36 +191,47 @@ def test_a_state_stored_before_groups_were_kept_reads_back():
     assert ("kobs_consumergroup_members", ("c", "billing"), 3) in restored.evaluate().metrics
 
 
-def test_a_window_pickles_as_its_two_lists_with_nothing_to_run_on_load():
-    window = Window()
-    for t_s, offset in ((10.0, 100), (20.0, 200), (30.0, 300)):
-        window.add(t_s, offset, size=2)
-    data = pickle.dumps(window, protocol=pickle.HIGHEST_PROTOCOL)
-    assert "BUILD" not in {op.name for op, _, _ in pickletools.genops(data)}  # no __setstate__ call
-    assert pickle.loads(data).points == [(20.0, 200), (30.0, 300)]
+class TrackerAsStoredBefore:
+    """A tracker as the versions before the arrays stored it: a window object per series, and each cluster's
+    newest time; pickled under the tracker's name."""
+
+    __module__, __qualname__ = LagTracker.__module__, LagTracker.__qualname__
+
+    def __init__(self, window_of):
+        self.window = 4
+        self._commits = {("c", "g", "t", "0"): window_of(GROWING["commits"])}
+        self._ends = {("c", "t", "0"): window_of(GROWING["ends"])}
+        self._starts = {("c", "t", "0"): window_of([(30, 60)])}
+        self._now = {"c": 30}
 
 
-class WindowAsStoredBefore:
-    """A window as the previous version kept it (a tuple per point), pickled under the class's name now."""
+class WindowAsStoredFirst:
+    """A window as the first version stored it (a tuple per point), pickled under the window's name."""
 
     __module__, __qualname__ = Window.__module__, Window.__qualname__
 
-    def __init__(self, window: Window, size: int):
-        self.size, self.points = size, window.points
+    def __init__(self, points):
+        self.size, self.points = 4, points
 
 
-def test_a_state_stored_with_a_tuple_per_point_reads_back_and_answers_the_same(monkeypatch):
+def window_of_two_lists(points) -> Window:
+    window = Window()
+    window.extend(([t for t, _ in points], [v for _, v in points]))
+    return window
+
+
+@pytest.mark.parametrize("window_of", [window_of_two_lists, WindowAsStoredFirst], ids=["lists", "tuples"])
+def test_a_state_stored_before_the_arrays_reads_back_and_answers_the_same(window_of, monkeypatch):
     tracker = LagTracker(window=4)
     feed(tracker, **GROWING, starts=[(30, 60)])
-    answers = tracker.evaluate()
-    for windows in (tracker._commits, tracker._ends, tracker._starts):
-        windows.update({key: WindowAsStoredBefore(window, 4) for key, window in windows.items()})
+    before = TrackerAsStoredBefore(window_of)
     with monkeypatch.context() as patched:
-        patched.setattr(lag_tracker, "Window", WindowAsStoredBefore)
-        stored = pickle.dumps(tracker)
+        patched.setattr(lag_tracker, "LagTracker", TrackerAsStoredBefore)
+        patched.setattr(lag_tracker, "Window", type(before._ends["c", "t", "0"]))
+        stored = pickle.dumps(before)
     restored = load_state(stored)
-    assert isinstance(restored._ends["c", "t", "0"], Window)
-    assert restored.evaluate() == answers
+    assert isinstance(restored, LagTracker)
+    assert restored.evaluate() == tracker.evaluate()
     feed(restored, ends=[(40, 400)], commits=[(40, 400)])
     assert restored.evaluate().partitions[0].status == "OK"  # caught up: lag 0
 
