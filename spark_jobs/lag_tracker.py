@@ -97,10 +97,8 @@ class LagTracker:
         """Take observations of one of ``INPUT_NAMES`` (in the order they were read): offsets (whole numbers)
         of the series ``keys``, (cluster, group, topic, partition) for commits, else (cluster, topic,
         partition)."""
-        windows = self._commits if name == names.GROUP_COMMITTED_OFFSET else self._ends
-        if name == names.PARTITION_START_OFFSET:
-            windows = self._starts
-        windows.add(keys, times, values)
+        kinds = dict(zip(INPUT_NAMES, (self._commits, self._ends, self._starts), strict=True))
+        kinds[name].add(keys, times, values)
 
     def evaluate(self) -> LagReport:
         """Lag of every group partition whose end offset has been seen, and the status of every group."""
@@ -155,7 +153,7 @@ def _newest_of(newest: dict[str, float], windows: Windows) -> dict[str, float]:
     i = 0
     for cluster, rows in groupby(key[0] for key in windows.keys):
         n = sum(1 for _ in rows)
-        newest[cluster] = max(newest.get(cluster, -np.inf), *last[i : i + n])
+        newest[cluster] = max(newest.get(cluster, -np.inf), max(last[i : i + n]))
         i += n
     return newest
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from stream_run import offsets_batch, produce, served_after_run
 
 from collectors.offsets import OffsetsSource
@@ -102,10 +103,31 @@ def test_other_paths_and_methods_say_what_is_not_served():
     assert answers == ["405 Method Not Allowed"] and json.loads(b"".join(body))["error"] is True
 
 
+# What a commit gets while the group's coordinator is not ready yet (right after the cluster started, the
+# offsets topic's partitions still loading); Kafka's clients retry these.
+COORDINATOR_NOT_READY = {
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+}  # fmt: skip
+
+
 def commit_as_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` for ``group`` without joining it, retrying for 30 s while its coordinator is not
+    ready."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    consumer.close()
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+                )
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
 
 
 def run_client(url: str) -> list[str]:
