@@ -50,11 +50,6 @@ class Windows:
         windows.add(keys, times, values)
         return windows
 
-    @property
-    def counts(self) -> np.ndarray:
-        """How many observations each row holds."""
-        return self.size - np.isnan(self.times).sum(axis=1)
-
     def add(self, keys: Sequence[tuple], times: Sequence[float], values: Sequence[int]) -> None:
         """Take observations (in the order they were read) of the series ``keys``."""
         if not keys:
