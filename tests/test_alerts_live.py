@@ -278,9 +278,11 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         )
         # The canary pages when its messages to a broker's partition were lost (Kafka moved the leadership
         # later than its timeout; not when the collector restarted meanwhile): each such page clears once
-        # its losses have left the rule's 2-minute window.
+        # its losses have left the rule's 2-minute window. On a loaded machine the canary's consumer keeps
+        # missing its timeout for a while after the repair (a CI run at 38 minutes for the suite: not resolved
+        # within 240 s), so the wait allows 2 minutes more.
         paged = _canary_brokers(stack, "firing")
-        assert _wait_for(lambda: paged <= _canary_brokers(stack, "resolved"), timeout_s=240), paged
+        assert _wait_for(lambda: paged <= _canary_brokers(stack, "resolved"), timeout_s=360), paged
         # Nothing else paged: only what docs/peers.md lists for these two causes, each Kafka's own view.
         paged = {n.alertname for n in stack.pager.pages()}
         beyond = [f"{a['annotations'].get('summary')} from {a['startsAt']}" for n in stack.pager.pages()
