@@ -63,10 +63,10 @@ class Windows:
             self._merge(rows, t, v)
 
     def _rows(self, keys: Sequence[tuple]) -> np.ndarray:
-        """The rows of ``keys``, adding (in key order) those not seen before."""
+        """The rows of ``keys``, adding those not seen before (all rows kept in key order)."""
         new = set(keys).difference(self.rows)
         if new:
-            self._grow(sorted(new))
+            self._grow(list(new))
         return np.fromiter(map(self.rows.__getitem__, keys), np.int64, len(keys))
 
     def _grow(self, new: list[tuple]) -> None:
