@@ -10,7 +10,8 @@ events, or one dead letter. Nothing of it runs in the driver.
 Offsets live in the query's checkpoint. Records gone before they were read (retention, a recreated topic)
 are skipped with a warning in the log (``failOnDataLoss`` false): the platform's own metrics must not stop
 the stream. A cluster that does not answer fails the batch's planning; ``kobs stream`` starts the query
-again from its checkpoint (``spark_jobs.stream.run_stream``).
+again from its checkpoint (``spark_jobs.stream.run_stream``). Before it starts the query it checks that the
+topic is there (:func:`unreadable`): Spark fails a query on a missing topic with a Java stack of 40 lines.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -31,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from common.config import Config
-from common.kafka_clients import java_client_settings
+from common.kafka_clients import AccessError, client_settings, java_client_settings, metadata
 from spark_jobs.records import Tables, to_record_batch
 
 SCHEMA = StructType(
@@ -70,6 +72,28 @@ def source_options(config: Config) -> dict[str, str]:
         options["maxOffsetsPerTrigger"] = str(topic.max_records_per_batch)
     settings = java_client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
     return options | {f"kafka.{key}": value for key, value in settings.items()}
+
+
+def unreadable(config: Config, timeout_s: float = 5.0) -> str | None:
+    """Why the metrics topic cannot be read now, in one line: its cluster does not answer or refuses the
+    login, or the topic is not there (kobs stream started before kobs collect first created it, or another
+    ``metrics_topic.name``). None when it can be."""
+    topic = config.metrics_topic
+    settings = client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
+    settings["allow.auto.create.topics"] = False  # asking for a missing topic must not create it
+    servers = settings["bootstrap.servers"]
+    try:
+        found = metadata(settings, "metrics_topic", timeout_s, topic=topic.name).topics.get(topic.name)
+    except AccessError as exc:
+        return str(exc)
+    except KafkaException as exc:
+        return f"the metrics topic's cluster does not answer at {servers} ({exc.args[0].str()})"
+    if found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return (
+            f"the metrics topic {topic.name} is not on {servers} (kobs collect creates it when it starts; "
+            "else check metrics_topic.name)"
+        )
+    return None
 
 
 def read_metrics(

@@ -38,7 +38,7 @@ from spark_jobs.burrow import BurrowApi
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
-from spark_jobs.kafka_source import read_metrics, source_options
+from spark_jobs.kafka_source import read_metrics, source_options, unreadable
 from spark_jobs.keyed import tune_gc
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
@@ -295,10 +295,11 @@ def run_stream(
     """Run until the query ends (``available_now``) or ``stop`` is set (kobs stream sets it on SIGTERM and
     Ctrl-C); stop the query, Spark and the exporter either way.
 
-    A query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
-    started again from its checkpoint after a wait that doubles up to a minute, the exporter serving the
-    last state meanwhile; ``kobs_pipeline_query_restarts_total`` counts the restarts. With
-    ``available_now`` a failure ends the run with exit code 1.
+    The query starts once the metrics topic can be read (a warning names what is missing until then). A
+    query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
+    started again from its checkpoint; each wait doubles up to a minute, the exporter serving the last
+    state meanwhile; ``kobs_pipeline_query_restarts_total`` counts the restarts. With ``available_now`` an
+    unreadable topic or a failure ends the run with exit code 1.
     """
     tune_gc()  # the driver: the one-process path and the exporter's rows
     check_checkpoint(config.sinks.checkpoint_dir / QUERY)
@@ -336,6 +337,15 @@ def run_queries(
     wait_s = RESTART_BACKOFF_S[0]
     handler = BatchHandler(config, jobs, stop)
     while not stop.is_set():
+        reason = unreadable(config)
+        if reason is not None:
+            if available_now:
+                print(f"kobs stream: {reason}", file=sys.stderr)
+                return 1
+            log.warning("%s; looking again in %.0f s", reason, wait_s)
+            stop.wait(wait_s)
+            wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
+            continue
         query = start_query(spark, config, jobs, trigger_s, available_now, handler)
         started_s = time.monotonic()
         try:

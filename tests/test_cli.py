@@ -45,7 +45,7 @@ def test_stream_help_states_the_stop_grace_and_restart_waits_the_code_uses():
 
     out = " ".join(kobs("stream", "--help").stdout.split())
     assert f"the batch under way finish (up to {BATCH_GRACE_S:g} s)" in out
-    assert f"a wait of {RESTART_BACKOFF_S[0]:g} s, doubled up to a minute" in out
+    assert f"Each wait is {RESTART_BACKOFF_S[0]:g} s, doubled up to a minute" in out
     assert RESTART_BACKOFF_S[1] == 60
 
 

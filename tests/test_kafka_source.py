@@ -5,23 +5,30 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from test_stream_restart import config_for
+from test_stream_restart import ROOT, config_for, write_config
 
 from common.config import Config
 from common.contract import Batch, Sample, encode
+from peers import kafka_tools
 from peers.process import free_port
 from spark_jobs.dead_letters import write_dead_letters
-from spark_jobs.kafka_source import read_metrics, source_options
+from spark_jobs.kafka_source import read_metrics, source_options, unreadable
 from spark_jobs.keyed import PIPELINE
 from spark_jobs.records import observations
-from spark_jobs.stream import pipeline, run_queries
+from spark_jobs.stream import QUERY, pipeline, run_queries
 
 END_OFFSET = "kafka_partition_end_offset"
 
@@ -181,26 +188,79 @@ def _wait_until(done, runner: threading.Thread, timeout_s: float = 180) -> None:
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("trouble", ["missing topic", "unreachable cluster"])
-def test_kobs_stream_waits_for_a_missing_topic_or_an_unreachable_cluster(
-    spark, kafka_cluster, tmp_path, trouble
-):
-    """Started before its metrics topic exists, or against a cluster nothing answers for: the query loop
-    keeps running (kobs stream once exited after 17 and 25 s), and reads the topic once it is there."""
+def test_a_missing_topic_or_a_silent_cluster_is_named_and_asking_creates_nothing(kafka_cluster, tmp_path):
+    """What kobs stream checks before it starts its query: the brokers here create a topic a client asks
+    metadata for (``auto.create.topics.enable``, Kafka's default), with the broker's defaults, not the
+    metrics topic's partitions and replication."""
     topic = f"metrics-{uuid.uuid4().hex[:8]}"  # not created yet
-    bootstrap = kafka_cluster.bootstrap if trouble == "missing topic" else f"127.0.0.1:{free_port()}"
-    config = config_for(tmp_path, topic, bootstrap, per_batch=10)
+    config = config_for(tmp_path, topic, kafka_cluster.bootstrap)
+    reason = unreadable(config)
+    assert reason is not None and f"metrics topic {topic} is not on {kafka_cluster.bootstrap}" in reason
+    listed = kafka_tools.describe_topics(kafka_cluster.bootstrap)  # Kafka's own kafka-topics
+    assert listed and topic not in {row.topic for row in listed}
+    create_topic(kafka_cluster, 1, topic)
+    assert unreadable(config) is None
+    silent = f"127.0.0.1:{free_port()}"
+    reason = unreadable(config_for(tmp_path, topic, silent), timeout_s=2)
+    assert reason is not None and f"cluster does not answer at {silent}" in reason
+
+
+def test_kobs_stream_waits_for_an_unreachable_cluster(spark, tmp_path):
+    """Against a cluster nothing answers for, the query loop keeps running (kobs stream once exited after 17
+    and 25 s) and stops when asked."""
+    config = config_for(tmp_path, "metrics", f"127.0.0.1:{free_port()}", per_batch=10)
     jobs, stop = pipeline(config), threading.Event()
     runner = threading.Thread(target=run_queries, args=(spark, config, jobs, None, False, stop))
     runner.start()
     try:
-        time.sleep(15)  # a failed planning restarts the query, which plans again
+        time.sleep(15)  # two checks of the topic, 5 s apart
         assert runner.is_alive()
-        if trouble == "missing topic":
-            create_topic(kafka_cluster, 1, topic)
-            produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
-            _wait_until(lambda: jobs.health.input_records == 2, runner)
     finally:
         stop.set()
         runner.join(60)
     assert not runner.is_alive()
+
+
+@pytest.mark.timeout(300)
+def test_kobs_stream_started_before_its_topic_says_so_in_one_line_and_reads_it_once_there(
+    kafka_cluster, tmp_path
+):
+    """Spark fails a query on a missing topic with an error and a Java stack of 40 lines, at every restart;
+    kobs stream checks first and says what is missing in one line until the topic is there."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"  # not created yet
+    config = config_for(tmp_path / "run", topic, kafka_cluster.bootstrap, per_batch=10)
+    command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(write_config(tmp_path, config))]
+    log_path = tmp_path / "stream.log"
+    with open(log_path, "wb") as log:
+        driver = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+    missing = f"WARNING spark_jobs.stream: the metrics topic {topic} is not on {kafka_cluster.bootstrap}"
+    try:
+        _wait_for(lambda: missing in log_path.read_text(), driver, log_path)
+        create_topic(kafka_cluster, 1, topic)
+        produce(kafka_cluster, topic, [(0, scrape("a", 1000, 1)), (0, scrape("a", 2000, 1))])
+        records = f'kobs_pipeline_input_records_total{{query="{QUERY}"}} 2.0'
+        _wait_for(lambda: records in _scrape(config.sinks.exporter_address), driver, log_path)
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=60) == 0
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+    output = log_path.read_text()
+    for noise in ("Traceback", " ERROR ", "\tat ", "Exception"):
+        assert noise not in output, output[-3000:]
+
+
+def _wait_for(done, driver: subprocess.Popen, log_path: Path, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert driver.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
+        time.sleep(0.5)
+
+
+def _scrape(address: str) -> str:
+    try:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
