@@ -19,7 +19,8 @@ incident). Two kinds of evidence:
   the topic (``kafka_broker_failed_produce_requests_total`` rising: ``acks=all`` traffic is aimed at them).
   The bytes per second aimed at these *lost* partitions are the topic's bytes-in rate from before the loss
   times lost/partitions (keyed records spread evenly; keyless records since Kafka 2.4 avoid partitions
-  without a leader, so this is the worst case).
+  without a leader, so this is the worst case). Partitions are those the metadata samples and events name:
+  the metadata and ZooKeeper sources report every partition at each scrape.
 
 Time to block = remaining buffer / fill rate: from an empty buffer that is ``buffer.memory /
 bytes-per-second to the lost partitions``. A producer's broker-side fill rate is its share of the lost bytes
@@ -56,7 +57,6 @@ CLIENT_INPUTS = {
     names.PRODUCER_RECORD_ERROR_RATE: "error_rate",
 }
 BROKER_COUNTERS = {names.BYTES_IN, names.FAILED_PRODUCE_REQUESTS}
-PARTITION_INPUTS = {names.PARTITION_LEADER, names.PARTITION_ISR, names.LOG_SIZE_BYTES}
 PARTITION_FIELDS = {names.PARTITION_LEADER: "leader", names.PARTITION_ISR: "isr"}  # of PartitionState
 
 HISTORY_SCHEMA = pa.schema(
@@ -115,7 +115,7 @@ def is_blocked(waiting_threads: float, available_bytes: float) -> bool:
 class PartitionState:
     seen_s: float  # newest evidence about the partition
     changed_s: float  # when its leader or ISR size last changed
-    leader: int | None = None  # None: unknown (seen only in log sizes)
+    leader: int | None = None  # None: not reported yet (an ISR size came first)
     isr: int | None = None
 
 
@@ -153,7 +153,7 @@ class ProducerAnalysis:
     table = "producers"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(
-        {*CLIENT_INPUTS, *BROKER_COUNTERS, *PARTITION_INPUTS, names.TOPIC_MIN_ISR, "isr_change"}
+        {*CLIENT_INPUTS, *BROKER_COUNTERS, *PARTITION_FIELDS, names.TOPIC_MIN_ISR, "isr_change"}
     )
     settings = ("topics", "client_stale_s")
 
@@ -212,7 +212,7 @@ class ProducerAnalysis:
             self.min_isr[o.cluster, o.labels["topic"]] = o.value
         elif o.name in BROKER_COUNTERS and "broker" in o.labels and "topic" in o.labels:
             self.rates.add((o.cluster, o.labels["broker"], o.labels["topic"], o.name), o.t_s, o.value)
-        elif o.name in PARTITION_INPUTS and "topic" in o.labels and "partition" in o.labels:
+        elif o.name in PARTITION_FIELDS and "topic" in o.labels and "partition" in o.labels:
             self._partition(o, o.labels["topic"], o.labels["partition"], o.name, o.value)
         else:
             return o.name in BROKER_COUNTERS and "broker" in o.labels  # a broker-wide counter: not ours
@@ -243,10 +243,10 @@ class ProducerAnalysis:
             state = self.partitions[key] = PartitionState(t_s, t_s)
         elif t_s > state.seen_s:
             state.seen_s = t_s
-        elif t_s < state.seen_s and name != names.LOG_SIZE_BYTES:
+        elif t_s < state.seen_s:
             return  # older than what we know
-        field_ = PARTITION_FIELDS.get(name)
-        if field_ is not None and getattr(state, field_) != int(value):
+        field_ = PARTITION_FIELDS[name]
+        if getattr(state, field_) != int(value):
             setattr(state, field_, int(value))
             state.changed_s = o.t_s
 

@@ -37,12 +37,20 @@ def client(t_s: float, available: float, waiting: float = 0, wait_ratio: float =
 
 
 def brokers(t_s: float, dead: set[int] = frozenset()):
-    """Each live broker's bytes-in counter of the topic and its partitions' log sizes."""
+    """Each live broker's bytes-in counter of the topic."""
     for broker in {0, 1, 2} - dead:
         led = [p for p in range(PARTITIONS) if p % 3 == broker]
         yield sample(names.BYTES_IN, t_s, t_s * PER_PARTITION * len(led), broker=str(broker), topic="orders")
-        for p in led:
-            yield sample(names.LOG_SIZE_BYTES, t_s, 1e6, broker=str(broker), topic="orders", partition=str(p))
+
+
+def metadata(t_s: float, offline: set[int] = frozenset()):
+    """Leader and ISR size of every partition, as the metadata and ZooKeeper sources report them at each
+    scrape; an offline partition's leader is -1, its ISR keeps the last member."""
+    for p in range(PARTITIONS):
+        yield sample(
+            names.PARTITION_LEADER, t_s, -1 if p in offline else p % 3, topic="orders", partition=str(p)
+        )
+        yield sample(names.PARTITION_ISR, t_s, 1, topic="orders", partition=str(p))
 
 
 def metrics_of(analysis: ProducerAnalysis) -> dict[tuple, float]:
@@ -61,7 +69,7 @@ def test_rf1_incident_broker_side_estimate_then_the_client_blocks():
     analysis = ProducerAnalysis(topics={("prod", "web-frontend"): ["orders"]})
     everything = []
     for t in (0, 15, 30):  # healthy, empty buffer (acks=1 frees it at once)
-        scraped = [*brokers(t), *client(t, 32 * MIB)]
+        scraped = [*brokers(t), *metadata(t), *client(t, 32 * MIB)]
         analysis.observe(scraped)
         everything += scraped
     got = metrics_of(analysis)
@@ -70,8 +78,9 @@ def test_rf1_incident_broker_side_estimate_then_the_client_blocks():
     # Broker 1 dies at 44 s: ZooKeeper shows its 5 partitions without a leader (ISR keeps the last member).
     lost = [p for p in range(PARTITIONS) if p % 3 == 1]
     loss = [event(44, topic="orders", partition=p, old_isr=[1], new_isr=[1], leader=-1) for p in lost]
-    everything += loss + list(brokers(45, dead={1}))
-    analysis.observe(loss + list(brokers(45, dead={1})))
+    after = [*brokers(45, dead={1}), *metadata(45, offline=set(lost))]
+    everything += loss + after
+    analysis.observe(loss + after)
     got = metrics_of(analysis)
     # The same scrapes in one micro-batch, grouped by name as the pipeline hands them over: same answer.
     at_once = ProducerAnalysis(topics={("prod", "web-frontend"): ["orders"]})
@@ -95,6 +104,7 @@ def test_rf1_incident_broker_side_estimate_then_the_client_blocks():
     analysis.observe(
         [event(150, topic="orders", partition=p, old_isr=[1], new_isr=[1], leader=1) for p in lost]
         + list(brokers(150))
+        + list(metadata(150))
         + list(client(150, 20 * MIB))
     )
     got = metrics_of(analysis)
@@ -106,8 +116,8 @@ def test_a_producer_not_scraped_is_estimated_from_the_default_buffer_and_shares_
     topics = {("prod", "a"): ["orders"], ("prod", "b"): ["orders"]}
     analysis = ProducerAnalysis(topics=topics)
     for t in (0, 15):
-        analysis.observe(brokers(t))
-    analysis.observe([sample(names.PARTITION_LEADER, 20, -1, topic="orders", partition="1"), *brokers(20)])
+        analysis.observe([*brokers(t), *metadata(t)])
+    analysis.observe([*brokers(20), *metadata(20, offline={1})])
     got = metrics_of(analysis)
     # 1 of 16 partitions lost; two producers configured for the topic: each fills at half of 1/16.
     share = PARTITIONS * PER_PARTITION / 16 / 2
