@@ -23,8 +23,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "Checkpoints under sinks.checkpoint_dir make a restart resume where it stopped.",
         epilog="Metric names and labels: docs/metrics.md. Runs until Ctrl-C or SIGTERM unless "
         "--available-now; a stop lets the batch under way finish (up to 5 s), then exits 0 (130 for "
-        "Ctrl-C). The query starts once the metrics topic is there (until then one warning a try); a "
-        "failed query starts again from its checkpoint. Each wait is 5 s, doubled up to a minute.",
+        "Ctrl-C). The query starts once the metrics topic can be read (looked for every 5 s, with a "
+        "warning naming what is missing); a failed query starts again from its checkpoint after a wait of "
+        "5 s, doubled up to a minute while it keeps failing.",
     )
     parser.add_argument(
         "--config", type=Path, help="YAML configuration file (default: the embedded demo's settings)"

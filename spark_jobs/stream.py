@@ -11,6 +11,7 @@ on the configured exporter address.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -295,11 +296,11 @@ def run_stream(
     """Run until the query ends (``available_now``) or ``stop`` is set (kobs stream sets it on SIGTERM and
     Ctrl-C); stop the query, Spark and the exporter either way.
 
-    The query starts once the metrics topic can be read (a warning names what is missing until then). A
-    query that fails (its cluster unreachable for long, a read task that failed, a crashed planner) is
-    started again from its checkpoint; each wait doubles up to a minute, the exporter serving the last
-    state meanwhile; ``kobs_pipeline_query_restarts_total`` counts the restarts. With ``available_now`` an
-    unreadable topic or a failure ends the run with exit code 1.
+    The query starts once the metrics topic can be read (:func:`wait_until_readable`). A query that fails
+    (its cluster unreachable for long, a read task that failed, a crashed planner) is started again from
+    its checkpoint after a wait that doubles up to a minute, the exporter serving the last state meanwhile;
+    ``kobs_pipeline_query_restarts_total`` counts the restarts. With ``available_now`` an unreadable topic
+    or a failure ends the run with exit code 1.
     """
     tune_gc()  # the driver: the one-process path and the exporter's rows
     check_checkpoint(config.sinks.checkpoint_dir / QUERY)
@@ -337,15 +338,11 @@ def run_queries(
     wait_s = RESTART_BACKOFF_S[0]
     handler = BatchHandler(config, jobs, stop)
     while not stop.is_set():
-        reason = unreadable(config)
-        if reason is not None:
-            if available_now:
-                print(f"kobs stream: {reason}", file=sys.stderr)
-                return 1
-            log.warning("%s; looking again in %.0f s", reason, wait_s)
-            stop.wait(wait_s)
-            wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
-            continue
+        if available_now and (reason := unreadable(config)) is not None:
+            print(f"kobs stream: {reason}", file=sys.stderr)
+            return 1
+        if not available_now and not wait_until_readable(config, stop):
+            return 0
         query = start_query(spark, config, jobs, trigger_s, available_now, handler)
         started_s = time.monotonic()
         try:
@@ -370,6 +367,28 @@ def run_queries(
         stop.wait(wait_s)
         wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
     return 0
+
+
+TOPIC_POLL_S = 5.0  # how often kobs stream looks for a metrics topic it cannot read
+TOPIC_RETELL_S = 60.0  # how often it says so again while nothing changes
+
+
+def wait_until_readable(config: Config, stop: threading.Event) -> bool:
+    """Look for the metrics topic every ``TOPIC_POLL_S`` until it can be read (True) or ``stop`` is set
+    (False), with a warning when what is missing changes and once a minute while it lasts. A cheap question
+    (one metadata request), so the query starts within seconds of the topic's cluster coming back."""
+    told, told_s = None, -math.inf
+    while not stop.is_set():
+        reason = unreadable(config)
+        if reason is None:
+            if told is not None:
+                log.info("the metrics topic can be read now: starting the query")
+            return True
+        if reason != told or time.monotonic() - told_s >= TOPIC_RETELL_S:
+            log.warning("%s; looking again every %.0f s", reason, TOPIC_POLL_S)
+            told, told_s = reason, time.monotonic()
+        stop.wait(TOPIC_POLL_S)
+    return False
 
 
 def _stop(query: StreamingQuery) -> None:

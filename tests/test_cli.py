@@ -41,12 +41,13 @@ def test_collect_documents_config_and_once():
 
 
 def test_stream_help_states_the_stop_grace_and_restart_waits_the_code_uses():
-    from spark_jobs.stream import BATCH_GRACE_S, RESTART_BACKOFF_S
+    from spark_jobs.stream import BATCH_GRACE_S, RESTART_BACKOFF_S, TOPIC_POLL_S
 
     out = " ".join(kobs("stream", "--help").stdout.split())
     assert f"the batch under way finish (up to {BATCH_GRACE_S:g} s)" in out
-    assert f"Each wait is {RESTART_BACKOFF_S[0]:g} s, doubled up to a minute" in out
+    assert f"a wait of {RESTART_BACKOFF_S[0]:g} s, doubled up to a minute" in out
     assert RESTART_BACKOFF_S[1] == 60
+    assert f"looked for every {TOPIC_POLL_S:g} s" in out
 
 
 def test_bad_config_is_one_line_naming_the_key_and_exits_non_zero(tmp_path):
