@@ -338,10 +338,12 @@ def run_queries(
     wait_s = RESTART_BACKOFF_S[0]
     handler = BatchHandler(config, jobs, stop)
     while not stop.is_set():
-        if available_now and (reason := unreadable(config)) is not None:
-            print(f"kobs stream: {reason}", file=sys.stderr)
-            return 1
-        if not available_now and not wait_until_readable(config, stop):
+        if available_now:
+            reason = unreadable(config)
+            if reason is not None:
+                print(f"kobs stream: {reason}", file=sys.stderr)
+                return 1
+        elif not wait_until_readable(config, stop):
             return 0
         query = start_query(spark, config, jobs, trigger_s, available_now, handler)
         started_s = time.monotonic()
