@@ -205,11 +205,14 @@ def test_a_missing_topic_or_a_silent_cluster_is_named_and_asking_creates_nothing
     assert reason is not None and f"cluster does not answer at {silent}" in reason
 
 
-def test_kobs_stream_waits_for_an_unreachable_cluster(spark, tmp_path):
+def test_kobs_stream_waits_for_an_unreachable_cluster(spark, tmp_path, capsys):
     """Against a cluster nothing answers for, the query loop keeps running (kobs stream once exited after 17
-    and 25 s) and stops when asked."""
-    config = config_for(tmp_path, "metrics", f"127.0.0.1:{free_port()}", per_batch=10)
+    and 25 s) and stops when asked; with ``--available-now`` it says why in one line and exits 1."""
+    silent = f"127.0.0.1:{free_port()}"
+    config = config_for(tmp_path, "metrics", silent, per_batch=10)
     jobs, stop = pipeline(config), threading.Event()
+    assert run_queries(spark, config, jobs, None, True, stop) == 1
+    assert f"kobs stream: the metrics topic's cluster does not answer at {silent}" in capsys.readouterr().err
     runner = threading.Thread(target=run_queries, args=(spark, config, jobs, None, False, stop))
     runner.start()
     try:
