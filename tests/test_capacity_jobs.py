@@ -51,19 +51,29 @@ def producer_batch(ts_ms: int) -> Batch:
     return Batch("prod", "producer/web-frontend", ts_ms, samples)
 
 
-def loss_batch(ts_ms: int) -> Batch:
-    """Partitions 12..15 lose their leader (broker 1 cannot lead them any more), seen in ZooKeeper."""
+def zookeeper_batch(ts_ms: int, lost: range = range(0)) -> Batch:
+    """A ZooKeeper source's scrape: every partition's replicas, ISR size and leader, as it reports them at
+    each scrape; the ``lost`` ones have lost their leader (broker 1 cannot lead them any more), an event
+    each."""
+    samples = []
+    for p in range(16):
+        labels = {"topic": "orders", "partition": str(p)}
+        leader = -1 if p in lost else p // 8
+        samples += [
+            Sample(names.PARTITION_REPLICAS, labels, 1),
+            Sample(names.PARTITION_ISR, labels, 1),
+            Sample(names.PARTITION_LEADER, labels, leader),
+        ]
     fields = {"old_isr": [1], "new_isr": [1], "leader": -1, "leader_epoch": 3, "change": "leader_change"}
-    events = tuple(
-        Event("isr_change", ts_ms, {"topic": "orders", "partition": p, **fields}) for p in range(12, 16)
-    )
-    return Batch("prod", "zookeeper/isr", ts_ms, events=events)
+    events = tuple(Event("isr_change", ts_ms, {"topic": "orders", "partition": p, **fields}) for p in lost)
+    return Batch("prod", "zookeeper/isr", ts_ms, tuple(samples), events)
 
 
 def test_throughput_and_producers_from_the_metrics_topic(spark, kafka_cluster, tmp_path):
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     batches = [broker_batch(b, m) for m in range(11) for b in (0, 1)]
-    batches += [producer_batch(T0_MS + 600_000), loss_batch(T0_MS + 605_000)]
+    batches += [zookeeper_batch(T0_MS + m * 60_000 + 1000) for m in range(10)]
+    batches += [producer_batch(T0_MS + 600_000), zookeeper_batch(T0_MS + 605_000, lost=range(12, 16))]
     produce(kafka_cluster.bootstrap, topic, batches)
     cluster = {
         "name": "prod",
