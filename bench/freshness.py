@@ -58,7 +58,7 @@ from collectors.offsets import SOURCE as OFFSETS
 from common import jars
 from common.config import Config
 from common.contract import ContractError, parse
-from common.kafka_clients import client_settings
+from common.kafka_clients import metrics_topic_settings
 from peers.stack import EmbeddedStack
 
 HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
@@ -142,7 +142,7 @@ def _simulate(stack: EmbeddedStack, done: threading.Event) -> None:
 def _read_topic(config: Config, records: queue.SimpleQueue, done: threading.Event) -> None:
     """The baseline: read the metrics topic from the start; put (source, sample time, produced, readable,
     offsets samples) on ``records`` for every valid record, the wall time it was read as readable."""
-    settings = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
+    settings = metrics_topic_settings(config)
     consumer = Consumer(
         settings
         | {

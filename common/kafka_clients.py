@@ -114,10 +114,14 @@ def cluster_settings(cluster: Cluster) -> dict[str, Any]:
     )
 
 
+def metrics_topic_settings(config: Config) -> dict[str, Any]:
+    """Connection and security settings for the metrics topic's cluster."""
+    return client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
+
+
 def metrics_producer_settings(config: Config) -> dict[str, Any]:
     """Producer settings for the metrics topic: batched, compressed, idempotent, never blocking long."""
-    base = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
-    return base | {
+    return metrics_topic_settings(config) | {
         "client.id": "kobs-collector",
         "enable.idempotence": True,
         "compression.type": "lz4",
@@ -162,7 +166,9 @@ def cause(error: KafkaError) -> str:
 def metadata(
     settings: Mapping[str, Any], where: str, timeout_s: float = 5.0, topic: str | None = None
 ) -> ClusterMetadata:
-    """Cluster metadata (one topic's or all) through a short-lived admin client.
+    """Cluster metadata (one topic's or all) through a short-lived admin client. Asking for a topic never
+    creates it: brokers with ``auto.create.topics.enable`` (Kafka's default) create a topic a client asks
+    metadata for, with the broker's defaults, and librdkafka's admin client asks so unless told not to.
 
     Raises :class:`AccessError` as soon as the cluster refuses the login or the certificates, or when
     librdkafka refuses the settings (a key file it cannot read); ``KafkaException`` when the cluster does
@@ -171,7 +177,9 @@ def metadata(
     errors: list[KafkaError] = []
     servers = settings.get("bootstrap.servers", "?")
     try:
-        admin = AdminClient({**settings, "error_cb": errors.append, "logger": _DebugLog()})
+        admin = AdminClient(
+            {**settings, "allow.auto.create.topics": False, "error_cb": errors.append, "logger": _DebugLog()}
+        )
     except KafkaException as exc:
         raise AccessError(f"{where}: the client settings are refused: {exc.args[0].str()}") from None
     deadline = time.monotonic() + timeout_s
@@ -205,7 +213,7 @@ def check_config_access(config: Config, timeout_s: float = 5.0) -> None:
     for where, settings in [
         (
             "metrics_topic",
-            client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic"),
+            metrics_topic_settings(config),
         ),
         *((f"clusters[{c.name}]", cluster_settings(c)) for c in config.clusters if c.bootstrap_servers),
     ]:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from common.config import load_config
-from common.kafka_clients import check_access, client_settings
+from common.kafka_clients import check_access, metrics_topic_settings
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -65,8 +65,8 @@ def _positive(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    metrics = client_settings(config.metrics_bootstrap, config.metrics_topic.security, where="metrics_topic")
-    check_access(metrics, "metrics_topic")  # a refused login or certificate: one line, before Spark starts
+    # a refused login or certificate: one line, before Spark starts
+    check_access(metrics_topic_settings(config), "metrics_topic")
     from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
 
     # SIGTERM (a service manager's stop) and Ctrl-C only ask the query to stop; kobs stops it between two

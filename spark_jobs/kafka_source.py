@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 )
 
 from common.config import Config
-from common.kafka_clients import AccessError, client_settings, java_client_settings, metadata
+from common.kafka_clients import AccessError, java_client_settings, metadata, metrics_topic_settings
 from spark_jobs.records import Tables, to_record_batch
 
 SCHEMA = StructType(
@@ -78,9 +78,7 @@ def unreadable(config: Config, timeout_s: float = 5.0) -> str | None:
     """Why the metrics topic cannot be read now, in one line: its cluster does not answer or refuses the
     login, or the topic is not there (kobs stream started before kobs collect first created it, or another
     ``metrics_topic.name``). None when it can be."""
-    topic = config.metrics_topic
-    settings = client_settings(config.metrics_bootstrap, topic.security, where="metrics_topic")
-    settings["allow.auto.create.topics"] = False  # asking for a missing topic must not create it
+    topic, settings = config.metrics_topic, metrics_topic_settings(config)
     servers = settings["bootstrap.servers"]
     try:
         found = metadata(settings, "metrics_topic", timeout_s, topic=topic.name).topics.get(topic.name)
