@@ -25,7 +25,10 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--available-now; a stop lets the batch under way finish (up to 5 s), then exits 0 (130 for "
         "Ctrl-C). The query starts once the metrics topic can be read (looked for every 5 s, with a "
         "warning naming what is missing); a failed query starts again from its checkpoint after a wait of "
-        "5 s, doubled up to a minute while it keeps failing.",
+        "5 s, doubled up to a minute while it keeps failing. A backlog (after a stop, or a new checkpoint "
+        "on a topic holding days of records) is read in batches of at most "
+        "metrics_topic.max_records_per_batch records (default 200), with a log line on how far behind it "
+        "is, every 30 s, until it has caught up.",
     )
     parser.add_argument(
         "--config", type=Path, help="YAML configuration file (default: the embedded demo's settings)"

@@ -10,6 +10,7 @@ on the configured exporter address.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -28,12 +29,14 @@ from pyspark.errors import StreamingQueryException
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from common import jars
 from common.config import Config, ConfigError
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
+from spark_jobs.backlog import CatchUp
 from spark_jobs.brokers import BrokerResourceAnalysis
 from spark_jobs.burrow import BurrowApi
 from spark_jobs.dead_letters import write_dead_letters
@@ -167,10 +170,16 @@ def local_cores(spark: SparkSession) -> int | None:
 def quiet_stop(spark: SparkSession) -> None:
     """Keep out of the log what a deliberate stop makes Spark and py4j say: Spark cancels the query's job
     group twice and warns each time it finds no job running; Hadoop warns with a Java stack when the stop
-    interrupts the ``chmod`` it runs for each checkpoint file it writes (the file is still written); py4j
-    logs the Python traceback of a batch the stop cancels (:class:`StoppedMidBatch`)."""
+    interrupts the ``chmod`` it runs for each checkpoint file it writes (the file is still written); the
+    state store's maintenance thread, running on for a moment after Spark stops, warns with a Java stack
+    that Spark is gone; py4j logs the Python traceback of a batch the stop cancels
+    (:class:`StoppedMidBatch`)."""
     jvm = spark.sparkContext._jvm
-    for name in ("org.apache.spark.scheduler.DAGScheduler", "org.apache.hadoop.util.Shell"):
+    for name in (
+        "org.apache.spark.scheduler.DAGScheduler",
+        "org.apache.hadoop.util.Shell",
+        "org.apache.spark.sql.execution.streaming.state.StateStore",
+    ):
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
             name, jvm.org.apache.logging.log4j.Level.ERROR
         )
@@ -320,6 +329,7 @@ def run_stream(
             return 0  # the JVM got the stop signal too (a service manager signals every process) and is gone
         finally:
             with suppress(Py4JError, ConnectionError):
+                quiet_stop(spark)
                 spark.stop()
 
 
@@ -337,38 +347,82 @@ def run_queries(
     ``BATCH_GRACE_S``; a longer one is cancelled and runs again at the next start)."""
     wait_s = RESTART_BACKOFF_S[0]
     handler = BatchHandler(config, jobs, stop)
-    while not stop.is_set():
-        if available_now:
-            reason = unreadable(config)
-            if reason is not None:
-                print(f"kobs stream: {reason}", file=sys.stderr)
-                return 1
-        elif not wait_until_readable(config, stop):
-            return 0
-        query = start_query(spark, config, jobs, trigger_s, available_now, handler)
-        started_s = time.monotonic()
-        try:
-            while not query.awaitTermination(STOP_POLL_S):
-                if stop.is_set():
-                    return 0
-            return 0
-        except StreamingQueryException as exc:
+    progress = ProgressLog(config.metrics_topic.max_records_per_batch)
+    with listening(spark, progress):
+        while not stop.is_set():
             if available_now:
-                print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
-                return 1
-            if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
-                wait_s = RESTART_BACKOFF_S[0]
-            log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
-        finally:
-            if stop.is_set():
-                quiet_stop(spark)
-                if not handler.wait(BATCH_GRACE_S):
-                    log.warning("stopping: cancelling the batch under way (it runs again at the next start)")
-            _stop(query)
-        jobs.health.query_restarts += 1
-        stop.wait(wait_s)
-        wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
-    return 0
+                reason = unreadable(config)
+                if reason is not None:
+                    print(f"kobs stream: {reason}", file=sys.stderr)
+                    return 1
+            elif not wait_until_readable(config, stop):
+                return 0
+            query = start_query(spark, config, jobs, trigger_s, available_now, handler)
+            started_s = time.monotonic()
+            try:
+                while not query.awaitTermination(STOP_POLL_S):
+                    if stop.is_set():
+                        return 0
+                progress.see(query.lastProgress)  # the listener may not have had the last report yet
+                return 0
+            except StreamingQueryException as exc:
+                if available_now:
+                    print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
+                    return 1
+                if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
+                    wait_s = RESTART_BACKOFF_S[0]
+                log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
+            finally:
+                if stop.is_set():
+                    quiet_stop(spark)
+                    if not handler.wait(BATCH_GRACE_S):
+                        log.warning(
+                            "stopping: cancelling the batch under way (it runs again at the next start)"
+                        )
+                _stop(query)
+            jobs.health.query_restarts += 1
+            stop.wait(wait_s)
+            wait_s = min(2 * wait_s, RESTART_BACKOFF_S[1])
+        return 0
+
+
+@contextmanager
+def listening(spark: SparkSession, listener: StreamingQueryListener) -> Iterator[None]:
+    spark.streams.addListener(listener)
+    try:
+        yield
+    finally:
+        with suppress(Py4JError, ConnectionError):  # the JVM gone with a stop signal: run_stream decides
+            spark.streams.removeListener(listener)
+
+
+class ProgressLog(StreamingQueryListener):
+    """Logs how a backlog goes (:class:`spark_jobs.backlog.CatchUp`) from the query's progress reports, which
+    Spark's listener bus hands over after each micro-batch."""
+
+    def __init__(self, batch_records: int | None):
+        self.catch_up = CatchUp(batch_records)
+        self._lock = threading.Lock()
+
+    def see(self, progress: StreamingQueryProgress | None) -> None:
+        if progress is None:
+            return
+        with self._lock:
+            line = self.catch_up.see(json.loads(progress.json), time.monotonic())
+        if line:
+            log.info(line)
+
+    def onQueryProgress(self, event) -> None:
+        self.see(event.progress)
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
 
 
 TOPIC_POLL_S = 5.0  # how often kobs stream looks for a metrics topic it cannot read
