@@ -44,6 +44,13 @@ def at_least_one(text: str) -> int:
     return int(text)
 
 
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number (0 or more), else the option's error names what was given."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}")
+    return int(text)
+
+
 def _runner(module):
     def run(args: argparse.Namespace) -> int:
         print(describe(), flush=True)

@@ -4,7 +4,10 @@ A recorded workload (``bench.workload``: every source of one cluster, scrape rou
 produced to a metrics topic on an Apache Kafka node the benchmark starts (or ``--bootstrap``). Then the
 same records go through
 - Spark: the real ``kobs stream`` query (``spark_jobs.stream.start_query`` with ``Trigger.AvailableNow``
-  and every analysis of ``spark_jobs.stream.analyses``), in micro-batches of one scrape round's records;
+  and every analysis of ``spark_jobs.stream.analyses``), in micro-batches of one scrape round's records
+  (as when the stream keeps up with the collectors), or with ``--catch-up`` in micro-batches of
+  ``metrics_topic.max_records_per_batch`` records, its default or another bound (as when it reads a
+  backlog);
 - the baseline (``bench.reference``): one Python process reads the same micro-batches, decodes them and
   feeds the analyses.
 
@@ -33,15 +36,15 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import reference
-from bench.cli import at_least_one
+from bench.cli import at_least_one, whole_number
 from bench.resources import Usage
 from bench.workload import Shape, Workload
-from common.config import Config
+from common.config import RECORDS_PER_BATCH, Config
 from common.contract import encode
 from peers.kafka import given_or_started
 from spark_jobs.keyed import tune_gc
 from spark_jobs.pipeline import Pipeline
-from spark_jobs.stream import analyses, pipeline, spark_session, start_query
+from spark_jobs.stream import analyses, pipeline, quiet_stop, spark_session, start_query
 
 HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
 TARGET_RATE = 250_000  # samples/s end to end on local[2] (issue 13)
@@ -60,7 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--brokers", default=shape.brokers, help="brokers of each recorded cluster", **size)
     parser.add_argument("--partitions", default=shape.partitions, help="partitions of each cluster", **size)
     parser.add_argument("--groups", default=shape.groups, help="consumer groups, one topic each", **size)
-    parser.add_argument("--batches", default=shape.rounds, help="scrape rounds = micro-batches", **size)
+    parser.add_argument(
+        "--batches", default=shape.rounds, help="scrape rounds, one micro-batch each (see --catch-up)", **size
+    )
+    parser.add_argument(
+        "--catch-up",
+        nargs="?",
+        type=whole_number,
+        const=RECORDS_PER_BATCH,
+        metavar="RECORDS",
+        help="read the rounds as a backlog, in micro-batches of at most RECORDS records (default: kobs "
+        f"stream's, {RECORDS_PER_BATCH}; 0: all in one) instead of one round each",
+    )
     parser.add_argument("--bootstrap", help="host:port of a Kafka broker to use (default: start one)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     parser.add_argument(
@@ -116,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
             f"produced in {time.perf_counter() - began:.1f} s",
             flush=True,
         )
-        config = bench_config(boot, topic, math.ceil(records / shape.rounds), Path(tmp) / "spark", names)
+        per_batch = math.ceil(records / shape.rounds) if args.catch_up is None else (args.catch_up or None)
+        config = bench_config(boot, topic, per_batch, Path(tmp) / "spark", names)
         print(f"analyses: {', '.join(a.table for a in analyses(config))}", flush=True)
         spark_jobs, spark, progress = _spark(config, args.master, samples)
         baseline_jobs = one_process_pipeline(config, Path(tmp) / "reference")
@@ -186,6 +201,7 @@ def _spark(config: Config, master: str, samples: int) -> tuple[Pipeline, Run, li
         progress = list(query.recentProgress)
         batches = [p.durationMs["triggerExecution"] / 1000 for p in progress if p.numInputRows]
     finally:
+        quiet_stop(session)
         session.stop()
     result = Run(seconds, batches, used.peak_rss, used.cpu_s, mean(used.loads))
     _print("Spark", f"the kobs stream query on {master}, Trigger.AvailableNow", result, samples)
@@ -230,7 +246,7 @@ def results(jobs: Pipeline) -> list:
 def bench_config(
     bootstrap: str,
     topic: str,
-    max_records: int,
+    max_records: int | None,
     run_dir: Path,
     clusters: tuple[str, ...] | list[str] = ("bench",),
 ) -> Config:

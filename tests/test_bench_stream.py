@@ -177,10 +177,17 @@ def test_the_resource_meter_leaves_out_its_own_sampling():
     assert used.loads and min(used.loads) >= 0  # the machine's load average, sampled as it ran
 
 
-def test_bad_sizes_are_refused_naming_the_option():
+@pytest.mark.parametrize(
+    "option, refusal",
+    [
+        (["--partitions", "0"], "--partitions: must be a whole number of at least 1, not '0'"),
+        (["--catch-up", "-5"], "--catch-up: must be a whole number, not '-5'"),
+    ],
+)
+def test_bad_sizes_are_refused_naming_the_option(option, refusal):
     result = subprocess.run(
-        [sys.executable, "-m", "kobs.cli", "bench", "stream", "--partitions", "0"],
+        [sys.executable, "-m", "kobs.cli", "bench", "stream", *option],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "--partitions: must be a whole number of at least 1, not '0'" in result.stderr.splitlines()[-1]
+    assert refusal in result.stderr.splitlines()[-1]
