@@ -10,7 +10,6 @@ it), and once caught up. Pure: the reports come in as dicts (``StreamingQueryPro
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 
@@ -21,18 +20,13 @@ def records_behind(progress: Mapping) -> int | None:
     """Records on the topics after the batch's end offsets; None when a source reports no offsets."""
     behind = 0
     for source in progress.get("sources") or ():
-        end, latest = (_offsets(source.get(key)) for key in ("endOffset", "latestOffset"))
+        end, latest = source.get("endOffset"), source.get("latestOffset")  # topic -> partition -> offset
         if end is None or latest is None:
             return None
         for topic, partitions in latest.items():
             read = end.get(topic, {})
             behind += sum(max(0, offset - read.get(p, 0)) for p, offset in partitions.items())
     return behind
-
-
-def _offsets(offsets: str | Mapping | None) -> Mapping | None:
-    """Topic -> partition -> offset, as the report gives it (a JSON object, or its text)."""
-    return json.loads(offsets) if isinstance(offsets, str) else offsets
 
 
 def duration(seconds: float) -> str:

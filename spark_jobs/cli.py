@@ -7,8 +7,9 @@ import signal
 import threading
 from pathlib import Path
 
-from common.config import load_config
+from common.config import RECORDS_PER_BATCH, load_config
 from common.kafka_clients import check_access, metrics_topic_settings
+from spark_jobs.backlog import REPORT_EVERY_S
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -27,8 +28,8 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "warning naming what is missing); a failed query starts again from its checkpoint after a wait of "
         "5 s, doubled up to a minute while it keeps failing. A backlog (after a stop, or a new checkpoint "
         "on a topic holding days of records) is read in batches of at most "
-        "metrics_topic.max_records_per_batch records (default 200), with a log line on how far behind it "
-        "is, every 30 s, until it has caught up.",
+        f"metrics_topic.max_records_per_batch records (default {RECORDS_PER_BATCH}), with a log line on how "
+        f"far behind it is, every {REPORT_EVERY_S:g} s, until it has caught up.",
     )
     parser.add_argument(
         "--config", type=Path, help="YAML configuration file (default: the embedded demo's settings)"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 from spark_jobs.backlog import CatchUp, duration, records_behind
 
 
 def report(batch_id: int, end: dict, latest: dict, rows: int = 200, took_ms: int = 2000) -> dict:
-    """A progress report as Spark's Kafka source writes it: offsets as JSON text, topic -> partition."""
-    source = {"endOffset": json.dumps({"m": end}), "latestOffset": json.dumps({"m": latest})}
+    """A progress report as ``StreamingQueryProgress.json`` reads: offsets topic -> partition -> offset."""
+    source = {"endOffset": {"m": end}, "latestOffset": {"m": latest}}
     return {
         "batchId": batch_id,
         "numInputRows": rows,
