@@ -57,15 +57,22 @@ SCHEMA = StructType(
 # leads metrics-topic partitions held every micro-batch that long: the derived alerts came a minute late.
 REQUEST_TIMEOUT_MS = "10000"
 
+# The most records of one metrics-topic partition a read task takes (the source's maxRecordsPerPartition):
+# a source keeps its partition, so on a backlog the one or two partitions holding a large cluster's offsets
+# and metadata scrapes carry most of a batch; split into pieces of at most 8 records (~40,000 samples, about
+# 0.1 s of decoding), they spread over the cores. A live batch holds a few records a partition: not split.
+READ_TASK_RECORDS = 8
+
 
 def source_options(config: Config) -> dict[str, str]:
-    """Spark Kafka source options for the metrics topic: the topic from its start, the batch limit, and
-    the connection (``kafka.``-prefixed Java client settings, security included)."""
+    """Spark Kafka source options for the metrics topic: the topic from its start, the batch and read
+    task limits, and the connection (``kafka.``-prefixed Java client settings, security included)."""
     topic = config.metrics_topic
     options = {
         "subscribe": topic.name,
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
+        "maxRecordsPerPartition": str(READ_TASK_RECORDS),
         "kafka.request.timeout.ms": REQUEST_TIMEOUT_MS,
     }
     if topic.max_records_per_batch:
@@ -98,8 +105,9 @@ def read_metrics(
     spark: SparkSession, options: dict[str, str], tables: Tables, tasks: int | None = None
 ) -> DataFrame:
     """The metrics topic's records as :data:`SCHEMA` rows: their parts for the analyses' ``tables``; read
-    in one task per topic partition, or at most ``tasks`` (each task is a Python worker round trip every
-    micro-batch: on small batches the round trips, not the records, take the time)."""
+    in one task per piece of a topic partition (:data:`READ_TASK_RECORDS`), or at most ``tasks`` (each task
+    is a Python worker round trip every micro-batch: on small batches the round trips, not the records,
+    take the time)."""
     records = spark.readStream.format("kafka").options(**options).load()
     return decoded(records if tasks is None else records.coalesce(tasks), tables)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from common.contract import Batch, Sample, encode
 from peers import kafka_tools
 from peers.process import free_port
 from spark_jobs.dead_letters import write_dead_letters
-from spark_jobs.kafka_source import read_metrics, source_options, unreadable
+from spark_jobs.kafka_source import READ_TASK_RECORDS, read_metrics, source_options, unreadable
 from spark_jobs.keyed import PIPELINE
 from spark_jobs.records import observations
 from spark_jobs.stream import QUERY, pipeline, run_queries
@@ -61,14 +62,18 @@ def scrape(source: str, ts_ms: int, n: int) -> bytes:
     return encode(Batch("prod", source, ts_ms, samples))
 
 
-def run_available_now(broker, topic: str, checkpoint, dead_dir=None, per_batch=None) -> tuple[list, dict]:
+def run_available_now(
+    broker, topic: str, checkpoint, dead_dir=None, per_batch=None, tasks: list | None = None
+) -> tuple[list, dict]:
     """One Trigger.AvailableNow run of the source as ``kobs stream`` configures it; returns the rows of every
-    micro-batch and the last end offsets (partition -> offset)."""
+    micro-batch and the last end offsets (partition -> offset); each batch's read tasks go to ``tasks``."""
     from pyspark.sql import SparkSession
 
     batches: list = []
 
     def collect(df, batch_id):
+        if tasks is not None:
+            tasks.append(df.rdd.getNumPartitions())
         df.persist()
         if dead_dir is not None:
             write_dead_letters(df, batch_id, dead_dir)
@@ -127,6 +132,22 @@ def test_samples_and_dead_letters_in_limited_batches(spark, kafka_cluster, tmp_p
     ]
     assert written[0]["reason"].startswith("not UTF-8 JSON")
     assert [p.name for p in dead_dir.iterdir()] == ["batch=1"]
+
+
+def test_a_partitions_share_of_a_backlog_is_read_in_pieces(spark, kafka_cluster, tmp_path):
+    """A source keeps its partition, so on a backlog one partition can hold most of a batch: Spark's Kafka
+    source splits a partition's range into pieces of at most READ_TASK_RECORDS records
+    (``maxRecordsPerPartition``), each a task of its own, and every record is still read exactly once."""
+    topic = create_topic(kafka_cluster, 2)
+    produce(kafka_cluster, topic, [(0, scrape("big", 1000 * (i + 1), 2)) for i in range(20)])
+    produce(kafka_cluster, topic, [(1, scrape("small", 1000 * (i + 1), 2)) for i in range(3)])
+    tasks: list[int] = []
+    batches, _ = run_available_now(kafka_cluster, topic, tmp_path / "cp", tasks=tasks)
+    expected = math.ceil(20 / READ_TASK_RECORDS) + 1  # partition 0 in pieces, partition 1's 3 records in one
+    assert expected > 2  # the constant still splits this backlog
+    assert tasks == [expected]
+    read = sorted((r.partition, r.offset) for _, rows in batches for r in rows if own(r))
+    assert read == [(0, i) for i in range(20)] + [(1, i) for i in range(3)]
 
 
 def test_restart_resumes_from_checkpoint_and_survives_a_recreated_topic(spark, kafka_cluster, tmp_path):
