@@ -221,6 +221,9 @@ def test_a_missing_topic_or_a_silent_cluster_is_named_and_asking_creates_nothing
     listed = kafka_tools.describe_topics(kafka_cluster.bootstrap)  # Kafka's own kafka-topics
     assert listed and topic not in {row.topic for row in listed}
     create_topic(kafka_cluster, 1, topic)
+    deadline = time.monotonic() + 10  # each broker learns of a new topic a moment after it is created
+    while unreadable(config) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert unreadable(config) is None
     silent = f"127.0.0.1:{free_port()}"
     reason = unreadable(config_for(tmp_path, topic, silent), timeout_s=2)
