@@ -59,8 +59,8 @@ REQUEST_TIMEOUT_MS = "10000"
 
 # The most records of one metrics-topic partition a read task takes (the source's maxRecordsPerPartition):
 # a source keeps its partition, so on a backlog the one or two partitions holding a large cluster's offsets
-# and metadata scrapes carry most of a batch; split into pieces of at most 8 records (~40,000 samples, about
-# 0.1 s of decoding), they spread over the cores. A live batch holds a few records a partition: not split.
+# and metadata scrapes carry most of a batch; split into pieces of at most 8 records (at most 40,000 samples,
+# ~0.05 s of decoding), they spread over the cores. A live batch holds a few records a partition: not split.
 READ_TASK_RECORDS = 8
 
 
