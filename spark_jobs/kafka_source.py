@@ -105,9 +105,9 @@ def read_metrics(
     spark: SparkSession, options: dict[str, str], tables: Tables, tasks: int | None = None
 ) -> DataFrame:
     """The metrics topic's records as :data:`SCHEMA` rows: their parts for the analyses' ``tables``; read
-    in one task per piece of a topic partition (:data:`READ_TASK_RECORDS`), or at most ``tasks`` (each task
-    is a Python worker round trip every micro-batch: on small batches the round trips, not the records,
-    take the time)."""
+    in one task per topic partition or piece of one (``maxRecordsPerPartition`` in ``options``:
+    :func:`source_options`), or at most ``tasks`` (each task is a Python worker round trip every
+    micro-batch: on small batches the round trips, not the records, take the time)."""
     records = spark.readStream.format("kafka").options(**options).load()
     return decoded(records if tasks is None else records.coalesce(tasks), tables)
 
