@@ -2,8 +2,9 @@
 
 The decoded rows (``kafka_source.SCHEMA``) are already keyed: each is one record's part for one analysis
 table, or a record's own row or dead letter for the query's health key (``keyed.PIPELINE``). Spark shuffles
-them by key and calls :func:`stepper`'s function once per key and micro-batch in the executors' Python
-workers (``applyInPandasWithState``): it restores the key's analysis from Spark's state store (RocksDB, in
+them by key (with a ``slot`` that chooses the key's state partition: ``spark_jobs.state_placement``) and
+calls :func:`stepper`'s function once per key and micro-batch in the executors' Python workers
+(``applyInPandasWithState``): it restores the key's analysis from Spark's state store (RocksDB, in
 the query's checkpoint), feeds it the key's observations in the order they were read, stores the new state
 and returns the evaluation. The driver collects one small row per key that had data (:func:`outcomes`):
 history rows, derived metric values, batch counts and dead letters.
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_jobs.analysis import Analysis, Evaluation, Observation
@@ -27,6 +28,7 @@ from spark_jobs.keyed import PIPELINE, Key, advance, fresh_analysis, state_modul
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
 from spark_jobs.snapshots import Pickled, decompressed, dump_state
+from spark_jobs.state_placement import SLOT
 
 OUTPUT = "table string, cluster string, payload binary"  # an Evaluation or health's part, pickled, compressed
 STATE = "analysis binary"  # the key's analysis (keyed.advance: pickled and compressed)
@@ -34,13 +36,19 @@ ORDER = ["partition", "offset"]  # the order the records were read in (the shuff
 DEAD_LETTER_COLUMNS = ["dead_letter", "topic", "partition", "offset", "raw"]
 
 
-def analyzed(decoded: DataFrame, make_analyses: Callable[[], list[Analysis]]) -> DataFrame:
-    """The outcome rows (:data:`OUTPUT`) of each key with data in a micro-batch of ``decoded`` rows."""
+def analyzed(
+    decoded: DataFrame, make_analyses: Callable[[], list[Analysis]], slot: Column | None = None
+) -> DataFrame:
+    """The outcome rows (:data:`OUTPUT`) of each key with data in a micro-batch of ``decoded`` rows. The
+    state is keyed ``(table, cluster, slot)`` with a ``slot`` column (``spark_jobs.state_placement``),
+    else ``(table, cluster)``."""
+    placed = [] if slot is None else [slot]
     rows = decoded.select(
-        "table", "cluster", "source", (F.unix_micros("ts") / 1e6).alias("t_s"), *ORDER, "observed",
+        "table", "cluster", *placed, "source", (F.unix_micros("ts") / 1e6).alias("t_s"), *ORDER, "observed",
         "dead_letter", "topic", "raw",
     )  # fmt: skip
-    return rows.groupBy("table", "cluster").applyInPandasWithState(
+    keys = ["table", "cluster"] + ([SLOT] if placed else [])
+    return rows.groupBy(*keys).applyInPandasWithState(
         stepper(make_analyses), OUTPUT, STATE, "append", "NoTimeout"
     )
 
@@ -51,7 +59,7 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
 
     def step(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
         tune_gc()
-        table, cluster = key
+        table, cluster = key[:2]
         rows = pd.concat(list(frames), ignore_index=True).sort_values(ORDER, kind="stable")
         if table == PIPELINE:
             payload = (health_part(rows), dead_letters(rows))

@@ -28,7 +28,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.errors import StreamingQueryException
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.java_gateway import launch_gateway
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
@@ -43,11 +43,12 @@ from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
 from spark_jobs.kafka_source import read_metrics, source_options, unreadable
-from spark_jobs.keyed import tune_gc
+from spark_jobs.keyed import PIPELINE, tune_gc
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
 from spark_jobs.producers import ProducerAnalysis
 from spark_jobs.replication import ReplicationAnalysis
+from spark_jobs.state_placement import layout, slot
 from spark_jobs.stateful import analyzed, outcomes
 from spark_jobs.throughput import ThroughputAnalysis
 
@@ -209,17 +210,29 @@ def start_query(
     each micro-batch handed to ``handler`` (default: one that is never stopped). Only the samples and
     events some analysis reads are decoded into rows; a local master reads them in one task per core."""
     rows = read_metrics(spark, source_options(config), jobs.tables, tasks=local_cores(spark))
+    checkpoint = config.sinks.checkpoint_dir / QUERY
     writer = (
-        analyzed(rows, jobs.make_analyses)
+        analyzed(rows, jobs.make_analyses, state_slot(spark, checkpoint, [*jobs.schemas, PIPELINE]))
         .writeStream.queryName(QUERY)
         .foreachBatch(handler or BatchHandler(config, jobs))
-        .option("checkpointLocation", str(config.sinks.checkpoint_dir / QUERY))
+        .option("checkpointLocation", str(checkpoint))
     )
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger_s:
         writer = writer.trigger(processingTime=f"{trigger_s} seconds")
     return writer.start()
+
+
+def state_slot(spark: SparkSession, checkpoint: Path, tables: list[str]) -> Column | None:
+    """The ``slot`` that places each key's state (``spark_jobs.state_placement``) by the checkpoint's deal.
+    None for a checkpoint whose state was keyed before slots: it keeps Spark's hash placement (start a new
+    checkpoint to have it balanced)."""
+    dealt = layout(checkpoint, tables, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    if dealt is None:
+        log.info("%s: state placed by Spark's hash (keyed before slots)", checkpoint)
+        return None
+    return slot(*dealt)
 
 
 class StoppedMidBatch(Exception):

@@ -22,6 +22,7 @@ from common.contract import encode
 from peers.process import free_port
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.pipeline import DerivedCollector
+from spark_jobs.state_placement import LAYOUT
 from spark_jobs.stream import QUERY, pipeline, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
@@ -104,6 +105,37 @@ def test_a_replayed_batch_id_leaves_identical_history_and_metrics(tmp_path):
     assert served(restarted, config) == expected
     restarted.feed(*second, 1, 0.0)  # Spark replays the batch it had not committed when the driver died
     assert (history(tmp_path), served(restarted, config)) == (expected_history, expected)
+
+
+def test_a_checkpoint_keyed_before_slots_resumes_with_its_state(spark, kafka_cluster, tmp_path, monkeypatch):
+    """A checkpoint written by a version whose state was keyed ``(table, cluster)`` (``state_slot`` gave
+    no slot) goes on from its state store after an upgrade; a slot now would fail Spark's schema check."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    batches = scrapes(6)
+    produce(kafka_cluster.bootstrap, topic, batches)
+    reference_config = config_for(tmp_path / "reference", topic, kafka_cluster.bootstrap)
+    reference = pipeline(reference_config)
+    _run(spark, reference_config, reference)
+
+    upgraded_topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    produce(kafka_cluster.bootstrap, upgraded_topic, batches[:4])
+    config = config_for(tmp_path / "upgraded", upgraded_topic, kafka_cluster.bootstrap)
+    with monkeypatch.context() as before_slots:
+        before_slots.setattr("spark_jobs.stream.state_slot", lambda *_: None)
+        _run(spark, config, pipeline(config))
+    produce(kafka_cluster.bootstrap, upgraded_topic, batches[4:])
+    upgraded = pipeline(config)
+    _run(spark, config, upgraded)
+
+    assert not (config.sinks.checkpoint_dir / QUERY / LAYOUT).exists()
+    assert history(tmp_path / "upgraded") == history(tmp_path / "reference")
+    assert served(upgraded, config) == served(reference, reference_config)
+
+
+def _run(spark, config: Config, jobs) -> None:
+    query = start_query(spark, config, jobs, available_now=True)
+    query.awaitTermination(300)
+    assert query.exception() is None
 
 
 @pytest.mark.timeout(900)  # two `kobs stream` processes, each starting its own JVM and Spark session
