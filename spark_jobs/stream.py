@@ -212,7 +212,7 @@ def start_query(
     rows = read_metrics(spark, source_options(config), jobs.tables, tasks=local_cores(spark))
     checkpoint = config.sinks.checkpoint_dir / QUERY
     writer = (
-        analyzed(rows, jobs.make_analyses, state_slot(spark, checkpoint, [*jobs.schemas, PIPELINE]))
+        analyzed(rows, jobs.make_analyses, state_slot(spark, checkpoint, config, [*jobs.schemas, PIPELINE]))
         .writeStream.queryName(QUERY)
         .foreachBatch(handler or BatchHandler(config, jobs))
         .option("checkpointLocation", str(checkpoint))
@@ -224,15 +224,16 @@ def start_query(
     return writer.start()
 
 
-def state_slot(spark: SparkSession, checkpoint: Path, tables: list[str]) -> Column | None:
-    """The ``slot`` that places each key's state (``spark_jobs.state_placement``) by the checkpoint's deal.
-    None for a checkpoint whose state was keyed before slots: it keeps Spark's hash placement (start a new
-    checkpoint to have it balanced)."""
-    dealt = layout(checkpoint, tables, int(spark.conf.get("spark.sql.shuffle.partitions")))
-    if dealt is None:
+def state_slot(spark: SparkSession, checkpoint: Path, config: Config, tables: list[str]) -> Column | None:
+    """The ``slot`` that places each key's state (``spark_jobs.state_placement``) by the checkpoint's
+    layout. None for a checkpoint whose state was keyed before slots: it keeps Spark's hash placement
+    (start a new checkpoint to have it balanced)."""
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    found = layout(checkpoint, tables, [c.name for c in config.clusters], partitions)
+    if found is None:
         log.info("%s: state placed by Spark's hash (keyed before slots)", checkpoint)
         return None
-    return slot(*dealt)
+    return slot(found)
 
 
 class StoppedMidBatch(Exception):
