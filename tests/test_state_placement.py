@@ -56,6 +56,7 @@ def where_spark_kept(spark, tmp_path, partitions: int, slotted: bool) -> dict:
             {"table": [key[0]], "cluster": [key[1]], "partition": [TaskContext.get().partitionId()]}
         )
 
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     try:
         query = (
@@ -73,7 +74,7 @@ def where_spark_kept(spark, tmp_path, partitions: int, slotted: bool) -> dict:
         query.awaitTermination()
         rows = spark.table(name).collect()
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.conf.set("spark.sql.shuffle.partitions", before)
     return {(r.table, r.cluster): r.partition for r in rows}
 
 
