@@ -1,8 +1,9 @@
 """What every analysis is: a pure tracker the pipeline feeds observations and asks for an evaluation.
 
-No Spark here (pyarrow only names the history columns). ``spark_jobs.pipeline`` collects each
-micro-batch's rows whose ``name`` is in an analysis's ``inputs`` and hands them over as
-:class:`Observation`; the analysis keeps whatever bounded state it needs and returns an
+No Spark here (pyarrow only names the history columns). The pipeline hands each analysis the samples
+and events named in its ``inputs`` as :class:`Observation` (the samples of its ``chunked`` names, from
+the streaming query, as one :class:`Samples` per record and name); the analysis keeps whatever bounded
+state it needs and returns an
 :class:`Evaluation`: rows for its Parquet history table and the derived metric values the exporter serves
 (names, labels and help in ``common.metrics``). An analysis must be picklable: the pipeline snapshots every
 analysis after each batch so a restarted query resumes with exactly the same state.
@@ -19,7 +20,7 @@ same batches gives the same answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
@@ -39,6 +40,40 @@ class Observation(NamedTuple):
     t_s: float  # the batch's scrape time for samples, the event's own time for events (Unix seconds)
     value: float | None
     event: dict[str, Any] | None
+
+
+class Samples(NamedTuple):
+    """One record's samples of one name, for an analysis that takes that name in chunks (its ``chunked``):
+    what as many :class:`Observation` say, without an object per sample (a broker's log sizes are
+    thousands a scrape). ``values`` are floats, non-finite ones included."""
+
+    name: str
+    cluster: str
+    source: str
+    labels: list[dict[str, str]]
+    t_s: float
+    values: list[float]
+
+
+def gathered(
+    observations: Iterable[Observation | Samples], chunked: Collection[str]
+) -> list[Observation | Samples]:
+    """The single samples of ``chunked`` names gathered into one :class:`Samples` per name, cluster,
+    source and time, then the :class:`Samples` given and the rest, each in order: an analysis takes those
+    names one way, however they came."""
+    runs: dict[tuple[str, str, str, float], Samples] = {}
+    rest = []
+    for o in observations:
+        if type(o) is Observation and o.name in chunked and o.event is None:
+            key = (o.name, o.cluster, o.source, o.t_s)
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = Samples(o.name, o.cluster, o.source, [], o.t_s, [])
+            run.labels.append(o.labels)
+            run.values.append(o.value)
+        else:
+            rest.append(o)
+    return [*runs.values(), *rest]
 
 
 class Derived(NamedTuple):
@@ -77,9 +112,10 @@ class Analysis(Protocol):
     table: str  # Parquet history table under ``sinks.history_dir``
     history_schema: pa.Schema  # the columns of ``Evaluation.history`` rows
     inputs: frozenset[str]  # sample names and event types it reads
+    chunked: frozenset[str]  # of its inputs, the sample names it also takes as :class:`Samples`
     settings: tuple[str, ...]  # attributes set from the configuration (the rest is learned state)
 
-    def observe(self, observations: Iterable[Observation]) -> None: ...
+    def observe(self, observations: Iterable[Observation | Samples]) -> None: ...
 
     def evaluate(self) -> Evaluation: ...
 

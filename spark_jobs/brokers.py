@@ -71,6 +71,7 @@ class BrokerResourceAnalysis:
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(COUNTERS | set(GAUGES))
     settings = ("stale_s",)
+    chunked: frozenset[str] = frozenset()
 
     def __init__(self, stale_s: float = 300.0):
         self.stale_s = stale_s

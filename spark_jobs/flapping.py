@@ -67,6 +67,7 @@ class FlappingAnalysis:
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(("isr_change", *CLOCK_INPUTS))
     settings = ("flaps", "window_s", "clear_after_s")
+    chunked: frozenset[str] = frozenset()
 
     def __init__(self, flaps: int = 3, window_s: float = 600.0, clear_after_s: float = 900.0):
         self.flaps, self.window_s, self.clear_after_s = flaps, window_s, clear_after_s

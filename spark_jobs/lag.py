@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from common.metrics import DERIVED_METRICS, GROUP_STATUS
 from common.names import GROUP_COMMITTED_OFFSET, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER
-from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.lag_tracker import INPUT_NAMES, LagTracker, PartitionLag
 
 HISTORY_SCHEMA = pa.schema(
@@ -66,6 +66,7 @@ class LagAnalysis:
     history_schema = HISTORY_SCHEMA
     inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER))
     settings = ()  # nothing comes from the configuration
+    chunked = frozenset(INPUT_NAMES)  # a sample each per partition (and group) and scrape
 
     def __init__(self, window: int = 10):
         self.tracker = LagTracker(window)
@@ -75,34 +76,40 @@ class LagAnalysis:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update({"groups": {}} | state)  # state stored before group states were kept
 
-    def observe(self, observations: Iterable[Observation]) -> None:
+    def observe(self, observations: Iterable[Observation | Samples]) -> None:
         offsets = {name: ([], [], []) for name in INPUT_NAMES}  # keys, times, values
         skipped = 0
-        for o in observations:
-            labels = o.labels
-            if o.name in (GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER):
+        for o in gathered(observations, self.chunked):
+            if type(o) is Samples:
+                skipped += self._take_offsets(o, *offsets[o.name])
+            else:
                 skipped += not self._group(o)
-                continue
-            topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
-            commit = o.name == GROUP_COMMITTED_OFFSET
-            if (
-                topic is None
-                or partition is None
-                or (group is None and commit)
-                or o.value is None
-                or not -MAX_OFFSET <= o.value <= MAX_OFFSET
-            ):
-                skipped += 1
-                continue
-            keys, times, values = offsets[o.name]
-            keys.append((o.cluster, group, topic, partition) if commit else (o.cluster, topic, partition))
-            times.append(o.t_s)
-            values.append(o.value)
         for name, read in offsets.items():
             self.tracker.add(name, *read)
         if skipped:
             self.skipped += skipped
             log.warning("lag: skipped %d samples without topic/partition/group or not an offset", skipped)
+
+    @staticmethod
+    def _take_offsets(run: Samples, keys: list, times: list, values: list) -> int:
+        """Append a scrape's offsets of one name to its columns; how many were unusable (a label missing,
+        not an offset)."""
+        commit, cluster, taken = run.name == GROUP_COMMITTED_OFFSET, run.cluster, len(keys)
+        for labels, value in zip(run.labels, run.values, strict=True):
+            topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
+            if (
+                topic is None
+                or partition is None
+                or (group is None and commit)
+                or value is None
+                or not -MAX_OFFSET <= value <= MAX_OFFSET
+            ):
+                continue
+            keys.append((cluster, group, topic, partition) if commit else (cluster, topic, partition))
+            values.append(value)
+        taken = len(keys) - taken
+        times += [run.t_s] * taken
+        return len(run.values) - taken
 
     def _group(self, o: Observation) -> bool:
         """Take a group's state, member count or a partition's member; False when it lacks its labels or a

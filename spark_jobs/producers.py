@@ -42,7 +42,7 @@ from operator import attrgetter
 import pyarrow as pa
 
 from common import names
-from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.rates import CounterRates
 
 log = logging.getLogger(__name__)
@@ -156,6 +156,7 @@ class ProducerAnalysis:
         {*CLIENT_INPUTS, *BROKER_COUNTERS, *PARTITION_FIELDS, names.TOPIC_MIN_ISR, "isr_change"}
     )
     settings = ("topics", "client_stale_s")
+    chunked = frozenset(PARTITION_FIELDS)  # a sample each per partition and scrape
 
     def __init__(
         self,
@@ -176,16 +177,16 @@ class ProducerAnalysis:
         self.now_s = -math.inf
         self.skipped = 0
 
-    def observe(self, observations: Iterable[Observation]) -> None:
+    def observe(self, observations: Iterable[Observation | Samples]) -> None:
         """In time order (a batch holds several scrapes). Before partitions change state each topic's
         bytes-in rate is remembered while nothing is lost: a loss is measured against the rate before it."""
         skipped = 0
         for t_s, group in groupby(sorted(observations, key=attrgetter("t_s")), key=attrgetter("t_s")):
-            group = list(group)
-            if any(self._changes(o) for o in group if o.event is not None or o.name in PARTITION_FIELDS):
+            group = gathered(group, self.chunked)
+            if any(self._changes(o) for o in group if type(o) is Samples or o.event is not None):
                 self._update_losses()
             for o in group:
-                skipped += not self._apply(o)
+                skipped += self._take_partitions(o) if type(o) is Samples else not self._apply(o)
             self.now_s = max(self.now_s, t_s)
         if skipped:
             self.skipped += skipped
@@ -202,8 +203,8 @@ class ProducerAnalysis:
             if change is None:
                 return False
             topic, partition, leader, isr = change
-            self._partition(o, topic, partition, names.PARTITION_LEADER, leader)
-            self._partition(o, topic, partition, names.PARTITION_ISR, isr)
+            self._partition(o.cluster, o.t_s, topic, partition, names.PARTITION_LEADER, leader)
+            self._partition(o.cluster, o.t_s, topic, partition, names.PARTITION_ISR, isr)
         elif o.value is None or not math.isfinite(o.value):
             return False
         elif o.name in CLIENT_INPUTS:
@@ -212,32 +213,43 @@ class ProducerAnalysis:
             self.min_isr[o.cluster, o.labels["topic"]] = o.value
         elif o.name in BROKER_COUNTERS and "broker" in o.labels and "topic" in o.labels:
             self.rates.add((o.cluster, o.labels["broker"], o.labels["topic"], o.name), o.t_s, o.value)
-        elif o.name in PARTITION_FIELDS and "topic" in o.labels and "partition" in o.labels:
-            self._partition(o, o.labels["topic"], o.labels["partition"], o.name, o.value)
         else:
             return o.name in BROKER_COUNTERS and "broker" in o.labels  # a broker-wide counter: not ours
         return True
 
-    def _changes(self, o: Observation) -> bool:
-        """Whether ``o`` (an event, or a leader or ISR sample) changes a known partition's leader or ISR
+    def _changes(self, o: Observation | Samples) -> bool:
+        """Whether ``o`` (an event, or leader or ISR samples) changes a known partition's leader or ISR
         size."""
-        labels = o.labels
-        if o.event is not None:
-            change = _isr_change(o)
-            if change is None:
-                return False
-            topic, partition, leader, isr = change
-        elif o.name == names.PARTITION_LEADER:
-            topic, partition, leader, isr = labels.get("topic"), labels.get("partition"), o.value, None
-        else:
-            topic, partition, leader, isr = labels.get("topic"), labels.get("partition"), None, o.value
+        if type(o) is Samples:
+            field_, partitions = PARTITION_FIELDS[o.name], self.partitions
+            for labels, value in zip(o.labels, o.values, strict=True):
+                state = partitions.get((o.cluster, labels.get("topic"), labels.get("partition")))
+                if state is not None and value is not None and value != getattr(state, field_):
+                    return True
+            return False
+        change = _isr_change(o)
+        if change is None:
+            return False
+        topic, partition, leader, isr = change
         state = self.partitions.get((o.cluster, topic, partition))
-        return state is not None and (
-            (leader is not None and leader != state.leader) or (isr is not None and isr != state.isr)
-        )
+        return state is not None and (leader != state.leader or isr != state.isr)
 
-    def _partition(self, o: Observation, topic: str, partition: str, name: str, value: float) -> None:
-        key, t_s = (o.cluster, topic, partition), o.t_s
+    def _take_partitions(self, run: Samples) -> int:
+        """Take a scrape's leader or ISR samples; how many were unusable (no topic or partition, not
+        finite)."""
+        skipped = 0
+        for labels, value in zip(run.labels, run.values, strict=True):
+            topic, partition = labels.get("topic"), labels.get("partition")
+            if None in (topic, partition, value) or not math.isfinite(value):
+                skipped += 1
+            else:
+                self._partition(run.cluster, run.t_s, topic, partition, run.name, value)
+        return skipped
+
+    def _partition(
+        self, cluster: str, t_s: float, topic: str, partition: str, name: str, value: float
+    ) -> None:
+        key = (cluster, topic, partition)
         state = self.partitions.get(key)
         if state is None:
             state = self.partitions[key] = PartitionState(t_s, t_s)
@@ -248,7 +260,7 @@ class ProducerAnalysis:
         field_ = PARTITION_FIELDS[name]
         if getattr(state, field_) != int(value):
             setattr(state, field_, int(value))
-            state.changed_s = o.t_s
+            state.changed_s = t_s
 
     def _client(self, o: Observation) -> bool:
         client_id = o.labels.get("client_id")

@@ -19,13 +19,13 @@ analysis's own task.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import orjson
 import pyarrow as pa
 
 from common.contract import NON_FINITE, ContractError, parse
-from spark_jobs.analysis import Observation
+from spark_jobs.analysis import Observation, Samples
 from spark_jobs.keyed import PIPELINE
 
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
@@ -114,11 +114,21 @@ def part(doc: dict, tables: Tables) -> dict[str, bytes]:
     return {table: orjson.dumps([doc["ts"], samples, events]) for table, (samples, events) in parts.items()}
 
 
-def observations(cluster: str, source: str, observed: bytes) -> Iterator[Observation]:
-    """The observations of one record's part (:func:`part`) for the analysis that reads it."""
+def observations(
+    cluster: str, source: str, observed: bytes, chunked: Collection[str] = ()
+) -> Iterator[Observation | Samples]:
+    """The observations of one record's part (:func:`part`) for the analysis that reads it; the samples
+    named in ``chunked`` as one :class:`Samples` per name."""
     ts_ms, samples, events = orjson.loads(observed)
     t_s = ts_ms / 1000
     new, number = tuple.__new__, NON_FINITE.get  # tuple.__new__: no Python call per sample (most of them)
+    picked = [sample for sample in samples if sample[0] in chunked] if chunked else ()
+    if picked:
+        samples = [sample for sample in samples if sample[0] not in chunked]
+        for name in dict.fromkeys(sample[0] for sample in picked):  # in comprehensions: no call per sample
+            run = [sample for sample in picked if sample[0] == name]
+            values = [number(value, value) for _, _, value in run]
+            yield Samples(name, cluster, source, [labels for _, labels, _ in run], t_s, values)
     yield from (new(Observation, (name, cluster, source, labels, t_s, number(value, value), None))
                 for name, labels, value in samples)  # fmt: skip
     for event in events:

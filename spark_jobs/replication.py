@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
@@ -37,14 +37,17 @@ import pyarrow as pa
 
 from common import names
 from common.contract import ISR_CHANGE_KINDS
-from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.isr_ledger import IsrLedger
 
 log = logging.getLogger(__name__)
 
-PARTITION_INPUTS = (
-    names.PARTITION_REPLICAS, names.PARTITION_ISR, names.PARTITION_LEADER, names.PARTITION_PREFERRED_LEADER,
-)  # fmt: skip
+PARTITION_FIELDS = {  # partition-state sample -> the _Partition field it sets
+    names.PARTITION_REPLICAS: "replicas",
+    names.PARTITION_ISR: "isr",
+    names.PARTITION_LEADER: "leader",
+    names.PARTITION_PREFERRED_LEADER: "preferred",
+}
 BROKER_INPUTS = (
     names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS, names.BROKER_REGISTERED,
 )  # fmt: skip
@@ -106,8 +109,9 @@ class ReplicationAnalysis:
 
     table = "replication"
     history_schema = HISTORY_SCHEMA
-    inputs = frozenset((*PARTITION_INPUTS, names.TOPIC_MIN_ISR, *BROKER_INPUTS, *EVENTS))
+    inputs = frozenset((*PARTITION_FIELDS, names.TOPIC_MIN_ISR, *BROKER_INPUTS, *EVENTS))
     settings = ("stale_after_s", "forget_after_s")  # from the scrape intervals
+    chunked = frozenset(PARTITION_FIELDS)  # a sample each per partition and scrape
 
     def __init__(self, stale_after_s: float = 45.0, forget_after_s: float = 90.0):
         self.stale_after_s = stale_after_s
@@ -118,69 +122,73 @@ class ReplicationAnalysis:
         self.ledger = IsrLedger()
         self.skipped = 0
 
-    def observe(self, observations: Iterable[Observation]) -> None:
+    def observe(self, observations: Iterable[Observation | Samples]) -> None:
         skipped = self.skipped
         # within a scrape, a broker's ActiveControllerCount first: it decides whether its counter is added
         in_order = sorted(observations, key=lambda o: (o.t_s, o.name != names.ACTIVE_CONTROLLER))
         for t_s, group in groupby(in_order, key=lambda o: o.t_s):
-            touched = set()
-            for o in group:
+            touched: set[tuple[str, str, str]] = set()
+            for o in gathered(group, self.chunked):
+                if type(o) is Samples:
+                    self.skipped += self._take_partitions(o.name, o.cluster, t_s, o.labels, o.values, touched)
+                    continue
                 try:
-                    key = self._take(o)
+                    self._take(o)
                 except _Malformed:
                     self.skipped += 1
-                    continue
-                if key is not None:
-                    touched.add(key)
             for key in touched:
                 self._settle(key, t_s)
         if self.skipped > skipped:
             log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
 
-    def _take(self, o: Observation) -> tuple[str, str, str] | None:
-        """Apply one observation; the partition it touched, if any."""
-        cluster, t_s = self.clusters[o.cluster], o.t_s
-        if t_s > cluster.now_s:
-            cluster.now_s = t_s
-        if o.event is not None:
-            self._take_event(cluster, o)
-            return None
-        if o.value is None or not math.isfinite(o.value):
-            raise _Malformed
-        if o.name in PARTITION_INPUTS:
-            topic, partition = o.labels.get("topic"), o.labels.get("partition")
-            if topic is None or partition is None:
-                raise _Malformed
-            key = (o.cluster, topic, partition)
+    def _take_partitions(
+        self, name: str, cluster_name: str, t_s: float, labels: Sequence[Mapping[str, str]],
+        values: Sequence[float | None], touched: set[tuple[str, str, str]],
+    ) -> int:  # fmt: skip
+        """One partition-state sample name of a scrape at ``t_s``, each partition added to ``touched``;
+        how many were skipped (no topic or partition, not finite)."""
+        cluster, field_ = self.clusters[cluster_name], PARTITION_FIELDS[name]
+        cluster.now_s = max(cluster.now_s, t_s)
+        skipped = 0
+        for found, value in zip(labels, values, strict=True):
+            topic, partition = found.get("topic"), found.get("partition")
+            if None in (topic, partition, value) or not math.isfinite(value):
+                skipped += 1
+                continue
+            key = (cluster_name, topic, partition)
             p = self.partitions.get(key)
             if p is None:
                 p = self.partitions[key] = _Partition(t_s)
             elif t_s > p.seen_s:
                 p.seen_s = t_s
-            if t_s > cluster.metadata_s:
-                cluster.metadata_s = t_s
-            value = int(o.value)
-            if o.name == names.PARTITION_REPLICAS:
-                p.replicas = value
-            elif o.name == names.PARTITION_ISR:
-                p.isr = value
-            elif o.name == names.PARTITION_LEADER:
-                p.leader = value
-            else:
-                p.preferred = value
-            return key
+            setattr(p, field_, int(value))
+            touched.add(key)
+        if skipped < len(values):
+            cluster.metadata_s = max(cluster.metadata_s, t_s)
+        return skipped
+
+    def _take(self, o: Observation) -> None:
+        """Apply one observation of a topic, a broker or an event."""
+        cluster, t_s = self.clusters[o.cluster], o.t_s
+        if t_s > cluster.now_s:
+            cluster.now_s = t_s
+        if o.event is not None:
+            self._take_event(cluster, o)
+            return
+        if o.value is None or not math.isfinite(o.value):
+            raise _Malformed
         if o.name == names.TOPIC_MIN_ISR:
             if "topic" not in o.labels:
                 raise _Malformed
             self.min_isr[o.cluster, o.labels["topic"]] = int(o.value)
-            return None
+            return
         broker = o.labels.get("broker")
         if broker is None:
             raise _Malformed
         if o.name == names.BROKER_REGISTERED:
             cluster.registered[broker] = max(cluster.registered.get(broker, t_s), t_s)
             cluster.registered_s = max(cluster.registered_s, t_s)
-            return None
+            return
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
         if o.name == names.ACTIVE_CONTROLLER:
             cluster.controller_gauge[broker] = o.value
@@ -190,7 +198,6 @@ class ReplicationAnalysis:
             if last is not None and active:  # the first value is the baseline; a lower one a restart
                 cluster.unclean_from_counters += int(o.value - last if o.value >= last else o.value)
             cluster.unclean_counters[broker] = o.value
-        return None
 
     def _take_event(self, cluster: _Cluster, o: Observation) -> None:
         if o.name == "controller_change":

@@ -16,14 +16,14 @@ stateful query does, so its answers are those of the first attempt.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_jobs.analysis import Analysis, Evaluation, Observation
+from spark_jobs.analysis import Analysis, Evaluation, Observation, Samples
 from spark_jobs.keyed import PIPELINE, Key, advance, fresh_analysis, state_modules, tune_gc
 from spark_jobs.pipeline_health import BatchStats
 from spark_jobs.records import observations as part_observations
@@ -66,17 +66,18 @@ def stepper(make_analyses: Callable[[], list[Analysis]]) -> Callable:
         else:
             stored = bytes(state.get[0]) if state.exists else None
             fresh = fresh_analysis(make_analyses, table)
-            new_state, payload = advance(fresh, stored, list(observations(rows)), modules)
+            new_state, payload = advance(fresh, stored, list(observations(rows, fresh.chunked)), modules)
             state.update((new_state,))
         yield pd.DataFrame({"table": [table], "cluster": [cluster], "payload": [dump_state(payload)]})
 
     return step
 
 
-def observations(rows: pd.DataFrame) -> Iterator[Observation]:
-    """The samples and events of a key's record parts, in row order."""
+def observations(rows: pd.DataFrame, chunked: Collection[str] = ()) -> Iterator[Observation | Samples]:
+    """The samples and events of a key's record parts, in row order; those named in ``chunked`` as
+    :class:`Samples`."""
     for cluster, source, observed in zip(rows["cluster"], rows["source"], rows["observed"], strict=True):
-        yield from part_observations(cluster, source, observed)
+        yield from part_observations(cluster, source, observed, chunked)
 
 
 def health_part(rows: pd.DataFrame) -> BatchStats:

@@ -32,7 +32,7 @@ from operator import attrgetter
 import pyarrow as pa
 
 from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES, MESSAGES_IN
-from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.rates import CounterRates, increase
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,7 @@ class ThroughputAnalysis:
     history_schema = HISTORY_SCHEMA
     inputs = frozenset({BYTES_IN, BYTES_OUT, MESSAGES_IN, LOG_SIZE_BYTES})
     settings = ("disk_bytes",)
+    chunked = frozenset({LOG_SIZE_BYTES})  # 3,000 a broker's scrape on the benchmark's cluster
 
     def __init__(
         self,
@@ -155,29 +156,24 @@ class ThroughputAnalysis:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update({"counted": {}, "totals": {}} | state)  # stored before the totals were kept
 
-    def observe(self, observations: Iterable[Observation]) -> None:
+    def observe(self, observations: Iterable[Observation | Samples]) -> None:
         """Scrapes in time order (a batch holds several per broker); history points after each."""
         skipped = 0
         for t_s, group in groupby(sorted(observations, key=attrgetter("t_s")), key=attrgetter("t_s")):
-            scraped = {}
-            for o in group:
+            scraped: dict[tuple[str, str], Broker] = {}
+            for o in gathered(group, self.chunked):
+                if type(o) is Samples:
+                    skipped += self._take_sizes(o.cluster, t_s, o.labels, o.values, scraped)
+                    continue
                 broker, topic = o.labels.get("broker"), o.labels.get("topic")
                 if broker is None or o.value is None or not math.isfinite(o.value):
                     skipped += 1
                     continue
                 state = self._state(o.cluster, broker)
-                if o.name != LOG_SIZE_BYTES:
-                    if topic is not None:  # without: the broker-wide bean, the sum of the per-topic ones
-                        self._count(o.cluster, broker, topic, o.name, t_s, o.value)
-                        if o.name != MESSAGES_IN:
-                            state.rates.add((topic, o.name), t_s, o.value)
-                elif topic is None or o.labels.get("partition") is None:
-                    skipped += 1
-                else:
-                    if t_s > state.t_s:  # a newer scrape replaces the broker's partitions
-                        state.t_s, state.sizes = t_s, {}
-                    state.sizes[topic, o.labels["partition"]] = o.value
-                    scraped[o.cluster, broker] = state
+                if topic is not None:  # without: the broker-wide bean, the sum of the per-topic ones
+                    self._count(o.cluster, broker, topic, o.name, t_s, o.value)
+                    if o.name != MESSAGES_IN:
+                        state.rates.add((topic, o.name), t_s, o.value)
             for state in scraped.values():
                 self._record(state)
             self.now_s = max(self.now_s, t_s)
@@ -187,6 +183,26 @@ class ThroughputAnalysis:
                 "throughput: skipped %d samples without broker/topic/partition or not finite", skipped
             )
         self._forget_stale()
+
+    def _take_sizes(
+        self, cluster: str, t_s: float, labels: Sequence[Mapping[str, str]], values: Sequence[float | None],
+        scraped: dict[tuple[str, str], Broker],
+    ) -> int:  # fmt: skip
+        """Log sizes of a scrape at ``t_s`` into their brokers' (a newer scrape replaces a broker's
+        partitions), each broker added to ``scraped``; how many were skipped (a label missing, not finite)."""
+        skipped = 0
+        for found, value in zip(labels, values, strict=True):
+            broker, topic, partition = found.get("broker"), found.get("topic"), found.get("partition")
+            if None in (broker, topic, partition, value) or not math.isfinite(value):
+                skipped += 1
+                continue
+            state = scraped.get((cluster, broker))
+            if state is None:
+                state = scraped[cluster, broker] = self._state(cluster, broker)
+                if t_s > state.t_s:
+                    state.t_s, state.sizes = t_s, {}
+            state.sizes[topic, partition] = value
+        return skipped
 
     def _count(self, cluster: str, broker: str, topic: str, name: str, t_s: float, value: float) -> None:
         """Add the series' increase since its previous point to its topic's total (a drop: a reset)."""

@@ -6,6 +6,7 @@ import math
 import pickle
 
 import pytest
+from chunks import fed_both_ways
 
 from common.names import (
     GROUP_COMMITTED_OFFSET,
@@ -20,6 +21,8 @@ from spark_jobs.analysis import Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.lag_tracker import GroupLag, LagTracker, Window
 from spark_jobs.snapshots import load_state
+
+fed = fed_both_ways(LagAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
 
 
 def feed(tracker: LagTracker, ends=(), commits=(), starts=(), group="g", partition="0") -> None:

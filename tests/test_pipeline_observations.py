@@ -52,6 +52,7 @@ class Recording:
     table, settings = "recording", ()
     history_schema = pa.schema([("seen", pa.string())])
     inputs = frozenset({"kafka_partition_end_offset", "isr_change", "kafka_broker_partitions"})
+    chunked = frozenset()
 
     def __init__(self):
         self.seen: list[Observation] = []

@@ -26,6 +26,7 @@ class Counting:
     history_schema = pa.schema([("seen", pa.int64())])
     inputs = frozenset({PARTITION_END_OFFSET})
     settings = ()
+    chunked = frozenset()
 
     def __init__(self, table: str):
         self.table, self.seen = table, 0

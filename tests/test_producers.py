@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from chunks import fed_both_ways
 from sim_scrape import scrape_simulation
 
 from common import names
 from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.producers import BUFFER_MEMORY, ProducerAnalysis, time_to_block
+
+fed = fed_both_ways(ProducerAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
 
 MIB = 1024 * 1024
 # rf1-incident: 16 partitions, RF 1, on brokers 0..2 (Kafka's placement from index 0: partition p on broker
@@ -63,6 +66,20 @@ def test_the_formula_of_the_rf1_incident():
     assert time_to_block(32 * MIB, 0) == math.inf
     assert time_to_block(32 * MIB, -1e6) == math.inf  # draining
     assert time_to_block(0, 1e6) == 0.0
+
+
+def test_a_loss_seen_in_the_metadata_alone_is_measured_against_the_rate_before_it():
+    """A KRaft cluster has no ZooKeeper events: the metadata scrape that first shows broker 1's partitions
+    without a leader is the loss. One micro-batch (a backlog) holds the scrapes before and after it, and the
+    rate is taken before that scrape; later, broker 1's counter gone, the loss keeps that rate."""
+    analysis = ProducerAnalysis(topics={("prod", "web-frontend"): ["orders"]})
+    lost = {p for p in range(PARTITIONS) if p % 3 == 1}
+    backlog = [o for t in (0, 15, 30) for o in (*brokers(t), *metadata(t), *client(t, 32 * MIB))]
+    for t in (45, 60, 75, 90, 105):
+        backlog += [*brokers(t, dead={1}), *metadata(t, offline=lost)]
+    analysis.observe(backlog)
+    topic_row = next(r for r in analysis.evaluate().history if r["topic"] == "orders")
+    assert (topic_row["offline_partitions"], topic_row["lost_bytes_per_s"]) == (5, 5 * PER_PARTITION)
 
 
 def test_rf1_incident_broker_side_estimate_then_the_client_blocks():

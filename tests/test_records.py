@@ -12,8 +12,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from test_pipeline_restore import DEFAULTS
 
 from bench.workload import Shape, Workload
+from common import names
 from common.contract import Batch, DeadLetter, Event, Sample, decode_or_dead_letter, encode
-from spark_jobs.analysis import Observation
+from spark_jobs.analysis import Observation, Samples
 from spark_jobs.kafka_source import SCHEMA
 from spark_jobs.keyed import PIPELINE, tables_by_name
 from spark_jobs.records import observations, to_record_batch
@@ -132,6 +133,45 @@ def test_the_parts_hold_exactly_the_samples_and_events_the_contracts_decoder_rea
                 expected.setdefault((i, table), []).append(o)
     assert sum(map(len, got.values())) > 1000
     assert repr(got) == repr(expected)  # NaN equals NaN through repr
+
+
+def test_chunked_names_come_as_one_samples_per_name_holding_what_the_observations_hold():
+    """Each part read with its analysis's ``chunked`` names (the streaming query's way) against the same part
+    read one observation per sample, over a realistic workload with NaN and infinite values among them."""
+    tables = tables_by_name(analyses(DEFAULTS))
+    chunked = {a.table: a.chunked for a in analyses(DEFAULTS)}
+    workload = Workload(Shape(brokers=3, partitions=60, groups=2, rounds=1))
+    odd = (
+        Sample(names.LOG_SIZE_BYTES, {"topic": "t"}, math.nan),
+        Sample(names.PARTITION_ISR, {}, math.inf),
+        Sample(names.LOG_SIZE_BYTES, {"broker": "1"}, 2),
+    )
+    batches = [*workload.round(0), Batch("w", "jmx/b", 1, odd)]
+    rows = to_record_batch([(encode(b), 0, i) for i, b in enumerate(batches)], "kobs.metrics", ARROW, tables)
+    seen = set()
+    for row in rows.to_pylist():
+        if row["observed"] is None:
+            continue
+        names_ = chunked[row["table"]]
+        one_by_one = list(observations(row["cluster"], row["source"], row["observed"]))
+        fed = list(observations(row["cluster"], row["source"], row["observed"], names_))
+        runs = [o for o in fed if isinstance(o, Samples)]
+        assert len({r.name for r in runs}) == len(runs) and {r.name for r in runs} <= names_
+        expanded = [
+            Observation(r.name, r.cluster, r.source, labels, r.t_s, value, None)
+            for r in runs
+            for labels, value in zip(r.labels, r.values, strict=True)
+        ]
+        for name in names_:  # each name's samples in the order of the record, the others as they were
+            assert repr([o for o in expanded if o.name == name]) == repr(
+                [o for o in one_by_one if o.name == name]
+            )  # NaN equals NaN through repr
+        assert [o for o in fed if not isinstance(o, Samples)] == [
+            o for o in one_by_one if o.name not in names_
+        ]
+        seen |= {r.name for r in runs}
+    # every chunked name but the preferred leader, which the workload's metadata source does not report
+    assert seen == set().union(*chunked.values()) - {names.PARTITION_PREFERRED_LEADER}
 
 
 def test_a_record_no_analysis_reads_is_only_its_own_row_and_dead_letters_stay():

@@ -7,11 +7,14 @@ import math
 import pickle
 
 import pytest
+from chunks import fed_both_ways
 
 from common import names
 from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.replication import ReplicationAnalysis
+
+fed = fed_both_ways(ReplicationAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
 
 
 def metadata(t_s, topic, partitions, cluster="c") -> list[Observation]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from chunks import fed_both_ways
 from sim_scrape import scrape_simulation
 
 from common.names import BYTES_IN, BYTES_OUT, LOG_SIZE_BYTES, MESSAGES_IN
@@ -13,6 +14,8 @@ from simulator.scenario import Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.rates import CounterRates, increase
 from spark_jobs.throughput import ThroughputAnalysis, growth_per_day, runway_days, within_correlation
+
+fed = fed_both_ways(ThroughputAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
 
 GB = 1e9
 
