@@ -29,16 +29,16 @@ from pathlib import Path
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-# Each table's share of the state stage, in percent: its step's time in Spark's Python workers on the
-# benchmark's default workload (`kobs bench stream`, local[2], 2026-11-27), the mean of one round a batch
-# (replication 29, lag 23, throughput 22, producers 18) and catching up (29, 19, 27, 20). A table not
-# listed weighs 1.
+# Each table's share of the state stage, in percent: its step's CPU time in Spark's Python workers on the
+# benchmark's default workload (`kobs bench stream`, local[2], 2026-11-27, with the analyses' chunked
+# samples), the mean of one round a batch (replication 27, lag 25, producers 20, throughput 20, flapping 5)
+# and catching up (28, 20, 20, 26, 6). A table not listed weighs 1.
 TABLE_WEIGHTS = {
-    "replication": 29,
-    "throughput": 25,
-    "lag": 21,
-    "producers": 19,
-    "isr_flapping": 4,
+    "replication": 28,
+    "throughput": 23,
+    "lag": 22,
+    "producers": 20,
+    "isr_flapping": 5,
     "brokers": 1,
     "_pipeline": 1,
 }
