@@ -20,7 +20,7 @@ same batches gives the same answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, Protocol
@@ -43,16 +43,37 @@ class Observation(NamedTuple):
 
 
 class Samples(NamedTuple):
-    """One record's samples of one name, for an analysis that takes that name in chunks (its ``chunked``):
-    what as many :class:`Observation` say, without an object per sample (a broker's log sizes are
-    thousands a scrape). ``values`` are floats, non-finite ones included."""
+    """One record's samples of one name as columns: what as many :class:`Observation` say, without an
+    object per sample (a broker's log sizes are thousands a scrape). ``labels`` maps each label name to its
+    value per sample (None where a sample lacks it); ``values`` are floats, non-finite ones included."""
 
     name: str
     cluster: str
     source: str
-    labels: list[dict[str, str]]
+    labels: dict[str, list[str | None]]
     t_s: float
     values: list[float]
+
+    def column(self, label: str) -> list[str | None]:
+        """The label's value per sample (None where a sample lacks it)."""
+        found = self.labels.get(label)
+        return [None] * len(self.values) if found is None else found
+
+    def observations(self) -> Iterator[Observation]:
+        """One :class:`Observation` per sample, in order."""
+        names = list(self.labels)
+        rows = zip(*self.labels.values(), strict=True) if names else repeat((), len(self.values))
+        for row, value in zip(rows, self.values, strict=True):
+            labels = {name: found for name, found in zip(names, row, strict=True) if found is not None}
+            yield tuple.__new__(
+                Observation, (self.name, self.cluster, self.source, labels, self.t_s, value, None)
+            )
+
+
+def label_columns(labels: Sequence[Mapping[str, str]]) -> dict[str, list[str | None]]:
+    """Samples' label maps as :attr:`Samples.labels` columns, label names in the order first seen."""
+    names = dict.fromkeys(name for found in labels for name in found)
+    return {name: [found.get(name) for found in labels] for name in names}
 
 
 def gathered(
@@ -61,19 +82,20 @@ def gathered(
     """The single samples of ``chunked`` names gathered into one :class:`Samples` per name, cluster,
     source and time, then the :class:`Samples` given and the rest, each in order: an analysis takes those
     names one way, however they came."""
-    runs: dict[tuple[str, str, str, float], Samples] = {}
+    runs: dict[tuple[str, str, str, float], tuple[list, list]] = {}
     rest = []
     for o in observations:
         if type(o) is Observation and o.name in chunked and o.event is None:
-            key = (o.name, o.cluster, o.source, o.t_s)
-            run = runs.get(key)
-            if run is None:
-                run = runs[key] = Samples(o.name, o.cluster, o.source, [], o.t_s, [])
-            run.labels.append(o.labels)
-            run.values.append(o.value)
+            labels, values = runs.setdefault((o.name, o.cluster, o.source, o.t_s), ([], []))
+            labels.append(o.labels)
+            values.append(o.value)
         else:
             rest.append(o)
-    return [*runs.values(), *rest]
+    return [
+        *(Samples(name, cluster, source, label_columns(labels), t_s, values)
+          for (name, cluster, source, t_s), (labels, values) in runs.items()),
+        *rest,
+    ]  # fmt: skip
 
 
 class Derived(NamedTuple):

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from common import names
 from common.metrics import FLAPPING_CAUSE
-from spark_jobs.analysis import Derived, Evaluation, Observation
+from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.isr_ledger import IsrLedger, Transition
 
 CLOCK_INPUTS = (names.PARTITION_LEADER, names.PARTITION_COUNT)
@@ -67,7 +67,7 @@ class FlappingAnalysis:
     history_schema = HISTORY_SCHEMA
     inputs = frozenset(("isr_change", *CLOCK_INPUTS))
     settings = ("flaps", "window_s", "clear_after_s")
-    chunked: frozenset[str] = frozenset()
+    chunked = frozenset(CLOCK_INPUTS)  # a leader sample per partition and scrape
 
     def __init__(self, flaps: int = 3, window_s: float = 600.0, clear_after_s: float = 900.0):
         self.flaps, self.window_s, self.clear_after_s = flaps, window_s, clear_after_s
@@ -80,13 +80,13 @@ class FlappingAnalysis:
         """How long flaps are kept: as long as they count in the window or keep a pair flapping."""
         return max(self.window_s, self.clear_after_s)
 
-    def observe(self, observations: Iterable[Observation]) -> None:
-        for o in sorted(observations, key=lambda o: o.t_s):
+    def observe(self, observations: Iterable[Observation | Samples]) -> None:
+        for o in sorted(gathered(observations, self.chunked), key=lambda o: o.t_s):
             cluster = self.clusters[o.cluster]
             cluster.now_s = max(cluster.now_s, o.t_s)
-            if "broker" in o.labels:
-                cluster.brokers.add(o.labels["broker"])
-            if o.event is not None and (transition := self.ledger.apply(o.cluster, o.t_s, o.event)):
+            if type(o) is Samples:  # the clock's samples: a scrape's time, and the brokers they name
+                cluster.brokers.update(broker for broker in o.column("broker") if broker is not None)
+            elif o.event is not None and (transition := self.ledger.apply(o.cluster, o.t_s, o.event)):
                 cluster.brokers |= {str(b) for b in transition.isr | transition.left}
                 self._flaps(transition)
 

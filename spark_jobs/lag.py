@@ -95,8 +95,8 @@ class LagAnalysis:
         """Append a scrape's offsets of one name to its columns; how many were unusable (a label missing,
         not an offset)."""
         commit, cluster, taken = run.name == GROUP_COMMITTED_OFFSET, run.cluster, len(keys)
-        for labels, value in zip(run.labels, run.values, strict=True):
-            topic, partition, group = labels.get("topic"), labels.get("partition"), labels.get("group")
+        columns = (run.column("topic"), run.column("partition"), run.column("group"), run.values)
+        for topic, partition, group, value in zip(*columns, strict=True):
             if (
                 topic is None
                 or partition is None

@@ -222,8 +222,10 @@ class ProducerAnalysis:
         size."""
         if type(o) is Samples:
             field_, partitions = PARTITION_FIELDS[o.name], self.partitions
-            for labels, value in zip(o.labels, o.values, strict=True):
-                state = partitions.get((o.cluster, labels.get("topic"), labels.get("partition")))
+            for topic, partition, value in zip(
+                o.column("topic"), o.column("partition"), o.values, strict=True
+            ):
+                state = partitions.get((o.cluster, topic, partition))
                 if state is not None and value is not None and value != getattr(state, field_):
                     return True
             return False
@@ -238,8 +240,9 @@ class ProducerAnalysis:
         """Take a scrape's leader or ISR samples; how many were unusable (no topic or partition, not
         finite)."""
         skipped = 0
-        for labels, value in zip(run.labels, run.values, strict=True):
-            topic, partition = labels.get("topic"), labels.get("partition")
+        for topic, partition, value in zip(
+            run.column("topic"), run.column("partition"), run.values, strict=True
+        ):
             if None in (topic, partition, value) or not math.isfinite(value):
                 skipped += 1
             else:

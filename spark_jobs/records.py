@@ -13,7 +13,7 @@ A record that fails the contract becomes one row (``table`` = ``keyed.PIPELINE``
 to the reason and ``raw`` to its bytes.
 
 Rows are few (a record's samples travel together), so Spark moves, shuffles and sorts thousands of rows
-per batch, not millions; each sample is parsed once here and turned into an observation once, in the
+per batch, not millions; each sample is parsed once here and read once more, as columns, in the
 analysis's own task.
 """
 
@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 
 from common.contract import NON_FINITE, ContractError, parse
-from spark_jobs.analysis import Observation, Samples
+from spark_jobs.analysis import Observation, Samples, label_columns
 from spark_jobs.keyed import PIPELINE
 
 Record = tuple[bytes | None, int, int]  # (value, partition, offset)
@@ -98,39 +98,38 @@ def _record_batch(
 
 def part(doc: dict, tables: Tables) -> dict[str, bytes]:
     """A validated record's samples and events by the table that reads them, each table's as the JSON
-    ``[batch time ms, samples, events]``; sample values as doubles (as Prometheus keeps them: an integer
-    past 2**53, a long JMX counter, rounds) or the strings of ``NON_FINITE``."""
-    parts: dict[str, tuple[list, list]] = {}
+    ``[batch time ms, {name: [label columns, values]}, events]`` (label columns: ``analysis.label_columns``;
+    values as doubles, as Prometheus keeps them: an integer past 2**53, a long JMX counter, rounds; or the
+    strings of ``NON_FINITE``). Columns parse into a few lists, not an object per sample."""
+    by_name: dict[str, list] = {}
     for sample in doc.get("samples", ()):
-        found = tables.get(sample[0])
-        if found:
-            if type(sample[2]) is int:
-                sample[2] = float(sample[2])  # in the parsed record itself: it is only read here
-            for table in found:
-                parts.setdefault(table, ([], []))[0].append(sample)
+        if tables.get(sample[0]):
+            by_name.setdefault(sample[0], []).append(sample)
+    parts: dict[str, tuple[dict, list]] = {}
+    for name, samples in by_name.items():
+        values = [float(value) if type(value) is int else value for _, _, value in samples]
+        columns = [label_columns([labels for _, labels, _ in samples]), values]
+        for table in tables[name]:
+            parts.setdefault(table, ({}, []))[0][name] = columns
     for event in doc.get("events", ()):
         for table in tables.get(event["type"], ()):
-            parts.setdefault(table, ([], []))[1].append(event)
+            parts.setdefault(table, ({}, []))[1].append(event)
     return {table: orjson.dumps([doc["ts"], samples, events]) for table, (samples, events) in parts.items()}
 
 
 def observations(
     cluster: str, source: str, observed: bytes, chunked: Collection[str] = ()
 ) -> Iterator[Observation | Samples]:
-    """The observations of one record's part (:func:`part`) for the analysis that reads it; the samples
-    named in ``chunked`` as one :class:`Samples` per name."""
+    """The observations of one record's part (:func:`part`) for the analysis that reads it, each name's
+    samples in turn; those named in ``chunked`` as one :class:`Samples` per name."""
     ts_ms, samples, events = orjson.loads(observed)
-    t_s = ts_ms / 1000
-    new, number = tuple.__new__, NON_FINITE.get  # tuple.__new__: no Python call per sample (most of them)
-    picked = [sample for sample in samples if sample[0] in chunked] if chunked else ()
-    if picked:
-        samples = [sample for sample in samples if sample[0] not in chunked]
-        for name in dict.fromkeys(sample[0] for sample in picked):  # in comprehensions: no call per sample
-            run = [sample for sample in picked if sample[0] == name]
-            values = [number(value, value) for _, _, value in run]
-            yield Samples(name, cluster, source, [labels for _, labels, _ in run], t_s, values)
-    yield from (new(Observation, (name, cluster, source, labels, t_s, number(value, value), None))
-                for name, labels, value in samples)  # fmt: skip
+    t_s, number = ts_ms / 1000, NON_FINITE.get
+    for name, (labels, values) in samples.items():
+        run = Samples(name, cluster, source, labels, t_s, [number(value, value) for value in values])
+        if name in chunked:
+            yield run
+        else:
+            yield from run.observations()
     for event in events:
         yield Observation(event["type"], cluster, source, {}, event["ts"] / 1000, None, event_fields(event))
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
@@ -130,7 +130,7 @@ class ReplicationAnalysis:
             touched: set[tuple[str, str, str]] = set()
             for o in gathered(group, self.chunked):
                 if type(o) is Samples:
-                    self.skipped += self._take_partitions(o.name, o.cluster, t_s, o.labels, o.values, touched)
+                    self.skipped += self._take_partitions(o, touched)
                     continue
                 try:
                     self._take(o)
@@ -141,21 +141,19 @@ class ReplicationAnalysis:
         if self.skipped > skipped:
             log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
 
-    def _take_partitions(
-        self, name: str, cluster_name: str, t_s: float, labels: Sequence[Mapping[str, str]],
-        values: Sequence[float | None], touched: set[tuple[str, str, str]],
-    ) -> int:  # fmt: skip
-        """One partition-state sample name of a scrape at ``t_s``, each partition added to ``touched``;
-        how many were skipped (no topic or partition, not finite)."""
-        cluster, field_ = self.clusters[cluster_name], PARTITION_FIELDS[name]
+    def _take_partitions(self, run: Samples, touched: set[tuple[str, str, str]]) -> int:
+        """A scrape's samples of one partition state, each partition added to ``touched``; how many were
+        skipped (no topic or partition, not finite)."""
+        cluster, field_, t_s = self.clusters[run.cluster], PARTITION_FIELDS[run.name], run.t_s
         cluster.now_s = max(cluster.now_s, t_s)
         skipped = 0
-        for found, value in zip(labels, values, strict=True):
-            topic, partition = found.get("topic"), found.get("partition")
+        for topic, partition, value in zip(
+            run.column("topic"), run.column("partition"), run.values, strict=True
+        ):
             if None in (topic, partition, value) or not math.isfinite(value):
                 skipped += 1
                 continue
-            key = (cluster_name, topic, partition)
+            key = (run.cluster, topic, partition)
             p = self.partitions.get(key)
             if p is None:
                 p = self.partitions[key] = _Partition(t_s)
@@ -163,7 +161,7 @@ class ReplicationAnalysis:
                 p.seen_s = t_s
             setattr(p, field_, int(value))
             touched.add(key)
-        if skipped < len(values):
+        if skipped < len(run.values):
             cluster.metadata_s = max(cluster.metadata_s, t_s)
         return skipped
 

@@ -163,7 +163,7 @@ class ThroughputAnalysis:
             scraped: dict[tuple[str, str], Broker] = {}
             for o in gathered(group, self.chunked):
                 if type(o) is Samples:
-                    skipped += self._take_sizes(o.cluster, t_s, o.labels, o.values, scraped)
+                    skipped += self._take_sizes(o, scraped)
                     continue
                 broker, topic = o.labels.get("broker"), o.labels.get("topic")
                 if broker is None or o.value is None or not math.isfinite(o.value):
@@ -184,15 +184,12 @@ class ThroughputAnalysis:
             )
         self._forget_stale()
 
-    def _take_sizes(
-        self, cluster: str, t_s: float, labels: Sequence[Mapping[str, str]], values: Sequence[float | None],
-        scraped: dict[tuple[str, str], Broker],
-    ) -> int:  # fmt: skip
-        """Log sizes of a scrape at ``t_s`` into their brokers' (a newer scrape replaces a broker's
-        partitions), each broker added to ``scraped``; how many were skipped (a label missing, not finite)."""
-        skipped = 0
-        for found, value in zip(labels, values, strict=True):
-            broker, topic, partition = found.get("broker"), found.get("topic"), found.get("partition")
+    def _take_sizes(self, run: Samples, scraped: dict[tuple[str, str], Broker]) -> int:
+        """A scrape's log sizes into their brokers' (a newer scrape replaces a broker's partitions), each
+        broker added to ``scraped``; how many were skipped (a label missing, not finite)."""
+        cluster, t_s, skipped = run.cluster, run.t_s, 0
+        columns = (run.column("broker"), run.column("topic"), run.column("partition"), run.values)
+        for broker, topic, partition, value in zip(*columns, strict=True):
             if None in (broker, topic, partition, value) or not math.isfinite(value):
                 skipped += 1
                 continue

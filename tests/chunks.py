@@ -8,7 +8,7 @@ from itertools import groupby
 
 import pytest
 
-from spark_jobs.analysis import Observation, Samples
+from spark_jobs.analysis import Observation, Samples, label_columns
 
 
 def in_chunks(observations: Iterable[Observation], chunked: frozenset[str]) -> list[Observation | Samples]:
@@ -19,7 +19,8 @@ def in_chunks(observations: Iterable[Observation], chunked: frozenset[str]) -> l
     for (name, cluster, source, t_s, sample), run in runs:
         run = list(run)
         if sample and name in chunked:
-            fed.append(Samples(name, cluster, source, [o.labels for o in run], t_s, [o.value for o in run]))
+            labels = label_columns([o.labels for o in run])
+            fed.append(Samples(name, cluster, source, labels, t_s, [o.value for o in run]))
         else:
             fed += run
     return fed

@@ -6,12 +6,15 @@ import dataclasses
 import pickle
 
 import pytest
+from chunks import fed_both_ways
 
 from common.metrics import FLAPPING_CAUSE
 from common.names import PARTITION_COUNT
 from simulator.scenario import Event, Simulation, load_scenario
 from spark_jobs.analysis import Observation
 from spark_jobs.flapping import FlappingAnalysis
+
+fed = fed_both_ways(FlappingAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
 
 
 def isr_change(t_s, old, new, partition=0, topic="t", cluster="c", leader=None) -> Observation:
@@ -43,6 +46,21 @@ def flap(t_left, t_back, broker=2, partition=0, others=(0, 1)):
 
 def metrics(analysis: FlappingAnalysis) -> dict:
     return {(name, labels): value for name, labels, value in analysis.evaluate().metrics}
+
+
+def test_a_broker_that_only_reports_gets_its_zero_series_and_the_clock_moves_with_each_scrape():
+    analysis = FlappingAnalysis()
+    analysis.observe([tick(0), *flap(10, 20)])
+    analysis.observe(
+        [Observation(PARTITION_COUNT, "c", "exporter/broker-7", {"broker": "7"}, 500, 4, None), tick(600)]
+    )
+    m = metrics(analysis)
+    assert (m["kobs_isr_flapping_partitions", ("c", "7")], m["kobs_isr_flap_share_ratio", ("c", "7")]) == (
+        0,
+        0.0,
+    )
+    assert m["kobs_isr_flap_share_ratio", ("c", "2")] == 1.0  # broker 2's one flap, broker 0 reporting too
+    assert {r["at_s"] for r in analysis.evaluate().history} == {600}
 
 
 def test_three_rejoins_within_ten_minutes_make_a_partition_flap_one_broker_behind_it():
