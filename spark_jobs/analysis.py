@@ -20,6 +20,7 @@ same batches gives the same answers.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -58,6 +59,12 @@ class Samples(NamedTuple):
         """The label's value per sample (None where a sample lacks it)."""
         found = self.labels.get(label)
         return [None] * len(self.values) if found is None else found
+
+    def complete(self, *labels: str) -> list[tuple]:
+        """``(label values..., value)`` of each sample that has all of ``labels`` and a finite value, in
+        order (the rest are what an analysis counts as skipped)."""
+        rows = zip(*map(self.column, labels), self.values, strict=True)
+        return [row for row in rows if None not in row and math.isfinite(row[-1])]
 
     def observations(self) -> Iterator[Observation]:
         """One :class:`Observation` per sample, in order."""

@@ -239,15 +239,10 @@ class ProducerAnalysis:
     def _take_partitions(self, run: Samples) -> int:
         """Take a scrape's leader or ISR samples; how many were unusable (no topic or partition, not
         finite)."""
-        skipped = 0
-        for topic, partition, value in zip(
-            run.column("topic"), run.column("partition"), run.values, strict=True
-        ):
-            if None in (topic, partition, value) or not math.isfinite(value):
-                skipped += 1
-            else:
-                self._partition(run.cluster, run.t_s, topic, partition, run.name, value)
-        return skipped
+        complete = run.complete("topic", "partition")
+        for topic, partition, value in complete:
+            self._partition(run.cluster, run.t_s, topic, partition, run.name, value)
+        return len(run.values) - len(complete)
 
     def _partition(
         self, cluster: str, t_s: float, topic: str, partition: str, name: str, value: float

@@ -146,13 +146,8 @@ class ReplicationAnalysis:
         skipped (no topic or partition, not finite)."""
         cluster, field_, t_s = self.clusters[run.cluster], PARTITION_FIELDS[run.name], run.t_s
         cluster.now_s = max(cluster.now_s, t_s)
-        skipped = 0
-        for topic, partition, value in zip(
-            run.column("topic"), run.column("partition"), run.values, strict=True
-        ):
-            if None in (topic, partition, value) or not math.isfinite(value):
-                skipped += 1
-                continue
+        complete = run.complete("topic", "partition")
+        for topic, partition, value in complete:
             key = (run.cluster, topic, partition)
             p = self.partitions.get(key)
             if p is None:
@@ -161,9 +156,9 @@ class ReplicationAnalysis:
                 p.seen_s = t_s
             setattr(p, field_, int(value))
             touched.add(key)
-        if skipped < len(run.values):
+        if complete:
             cluster.metadata_s = max(cluster.metadata_s, t_s)
-        return skipped
+        return len(run.values) - len(complete)
 
     def _take(self, o: Observation) -> None:
         """Apply one observation of a topic, a broker or an event."""

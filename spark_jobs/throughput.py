@@ -187,19 +187,16 @@ class ThroughputAnalysis:
     def _take_sizes(self, run: Samples, scraped: dict[tuple[str, str], Broker]) -> int:
         """A scrape's log sizes into their brokers' (a newer scrape replaces a broker's partitions), each
         broker added to ``scraped``; how many were skipped (a label missing, not finite)."""
-        cluster, t_s, skipped = run.cluster, run.t_s, 0
-        columns = (run.column("broker"), run.column("topic"), run.column("partition"), run.values)
-        for broker, topic, partition, value in zip(*columns, strict=True):
-            if None in (broker, topic, partition, value) or not math.isfinite(value):
-                skipped += 1
-                continue
+        cluster, t_s = run.cluster, run.t_s
+        complete = run.complete("broker", "topic", "partition")
+        for broker, topic, partition, value in complete:
             state = scraped.get((cluster, broker))
             if state is None:
                 state = scraped[cluster, broker] = self._state(cluster, broker)
                 if t_s > state.t_s:
                     state.t_s, state.sizes = t_s, {}
             state.sizes[topic, partition] = value
-        return skipped
+        return len(run.values) - len(complete)
 
     def _count(self, cluster: str, broker: str, topic: str, name: str, t_s: float, value: float) -> None:
         """Add the series' increase since its previous point to its topic's total (a drop: a reset)."""
