@@ -179,13 +179,15 @@ def measure_row(
 
 
 def cycles(cpu: CpuUse | None, machine: Machine, workload: Workload) -> str:
-    """CPU cycles per record the row took, the perf tools apart from the brokers, beside the model's."""
+    """CPU cycles per record the row took, the perf tools apart from the brokers, beside the model's (the
+    brokers' with the kernel's work for every replica's copy, which the tools' send starts)."""
     if cpu is None:
         return "CPU cycles per record: not measured (the tools were never in steady state together)"
     hz = machine.clock_ghz * 1e9
     if workload.producers:
         tools = COSTS.producer_caller(workload) + COSTS.producer_sender(workload)
-        brokers = f"{COSTS.brokers(workload):,.0f}"
+        kernel = machine.hardware().kernel_cycles(workload.stored_bytes, workload.replication_factor)
+        brokers = f"{COSTS.brokers(workload) + kernel:,.0f}"
     else:
         tools, brokers = COSTS.consumer(workload), "none: served by sendfile"
     return (

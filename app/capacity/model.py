@@ -71,9 +71,13 @@ class Hardware:
     # Every broker and client on this one machine (a laptop, the benchmark's local cluster): they share its
     # cores, its disk and its loopback instead of each having its own; ``heap_gb`` is then all brokers'.
     shared_machine: bool = False
+    # On one machine the kernel's work per byte is its cores' too: moving a byte over loopback (both ends)
+    # and writing one to disk, in cycles, as measured there; 0 when not known.
+    loopback_cycles_per_byte: float = 0.0
+    disk_cycles_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
-        check_positive(self)
+        check_positive(self, allow_zero=("loopback_cycles_per_byte", "disk_cycles_per_byte"))
         if self.heap_gb >= self.ram_gb:
             raise CapacityError(
                 "heap_gb", f"heap ({self.heap_gb} GB) must be smaller than RAM ({self.ram_gb} GB)"
@@ -91,6 +95,11 @@ class Hardware:
     @property
     def page_cache_bytes(self) -> float:
         return (self.ram_gb - self.heap_gb) * 1e9
+
+    def kernel_cycles(self, stored_bytes: float, replicas: int) -> float:
+        """On one machine, the kernel's cycles for a record's ``replicas``: each copy crosses loopback (from
+        the producer to the leader, from the leader to a follower) and is written to disk."""
+        return replicas * stored_bytes * (self.loopback_cycles_per_byte + self.disk_cycles_per_byte)
 
 
 @dataclass(frozen=True)
@@ -290,7 +299,11 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
             Bound("producer CPU", "cpu", wl.producers * cycles_per_s / producer),  # a thread, a core
             Bound("loopback", "network", hw.goodput_bytes_per_s / (size * rf)),
             Bound("disk", "disk", hw.disk_bytes_per_s / (size * rf)),
-            Bound("machine CPU", "cpu", hw.cores * cycles_per_s / (caller + sender + brokers)),
+            Bound(
+                "machine CPU",
+                "cpu",
+                hw.cores * cycles_per_s / (caller + sender + brokers + hw.kernel_cycles(size, rf)),
+            ),
         ]
     else:
         # Brokers that hold any replica share the load; with fewer replicas than brokers some sit idle.
