@@ -298,7 +298,7 @@ def confidence(costs: CpuCosts = DEFAULT_COSTS) -> str:
         f"Estimates, fitted on {len(FITTED)} published benchmark figures. On {len(held_out)} others held "
         f"out: median x{median:.2f} off, {sum(c.factor <= 2 for c in held_out)} within x2, worst "
         f"x{worst:.0f} (`kobs whatif calibration`). Against a real 3-node Kafka on one 2-core machine "
-        "(`kobs bench capacity`): 0.35-0.5x with 100 B messages (its brokers spend 2.8-4.9x fewer cycles per "
-        "record than the 2015 broker fitted on), 1.04-1.12x with 1 KB at RF 1, 0.42-0.45x with 1 KB at "
-        "acks=all (docs/capacity.md)."
+        "(`kobs bench capacity`): 0.69-1.04x with 100 B messages, 0.75-0.80x with 1 KB at acks=all, "
+        "2.0-2.4x with 1 KB at RF 1 (that machine's Kafka spends about twice the modelled cycles per 1 KB "
+        "record), 1.2-1.6x for a consumer (docs/capacity.md)."
     )
