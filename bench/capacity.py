@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from app.capacity.model import DEFAULT_COSTS as COSTS
@@ -138,7 +139,11 @@ def new_topic(bootstrap: str, row: Row) -> Iterator[str]:
         yield topic
     finally:
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
-        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+        try:
+            admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+        except KafkaException as exc:  # a retried delete finds the topic gone: the first one did it
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
 
 
 def measure_row(
@@ -180,7 +185,8 @@ def measure_row(
 
 def cycles(cpu: CpuUse | None, machine: Machine, workload: Workload) -> str:
     """CPU cycles per record the row took, the perf tools apart from the brokers, beside the model's (the
-    brokers' with the kernel's work for every replica's copy, which the tools' send starts)."""
+    brokers' with the kernel's work for every replica's copy, which the tools' send starts), and how many of
+    the machine's cores were busy meanwhile."""
     if cpu is None:
         return "CPU cycles per record: not measured (the tools were never in steady state together)"
     hz = machine.clock_ghz * 1e9
@@ -192,7 +198,8 @@ def cycles(cpu: CpuUse | None, machine: Machine, workload: Workload) -> str:
         tools, brokers = COSTS.consumer(workload), "none: served by sendfile"
     return (
         f"CPU cycles per record: perf tools {cpu.tools_s * hz / cpu.records:,.0f} (model {tools:,.0f}), "
-        f"brokers and the rest {cpu.rest_s * hz / cpu.records:,.0f} (model {brokers})"
+        f"brokers and the rest {cpu.rest_s * hz / cpu.records:,.0f} (model {brokers}); "
+        f"cores busy {cpu.cores_busy:.2f} of {machine.cores}"
     )
 
 
@@ -254,41 +261,56 @@ def run_tools(
     has printed a line for which ``steady`` holds (``steady`` None: at their start; None if one ended before
     the last got there), and the mark when the first one ended."""
     with tempfile.TemporaryFile("w+") as errors:
-        tools = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True) for argv in argvs]
-        pids = [tool.pid for tool in tools]
-        lock, marks, waiting = threading.Lock(), {}, len(tools)  # marks: "steady" and "end"
-        if steady is None:
-            marks["steady"] = cpu_mark(pids)
-        outputs: list[list[str]] = [[] for _ in tools]
-
-        def read(tool: subprocess.Popen, lines: list[str]) -> None:
-            nonlocal waiting
-            seen = steady is None
-            for line in tool.stdout:  # type: ignore[union-attr]
-                lines.append(line)
-                if not seen and steady(line):  # type: ignore[misc]
-                    seen = True
-                    with lock:
-                        waiting -= 1
-                        if not waiting and "end" not in marks:
-                            marks["steady"] = cpu_mark(pids)
-            with lock:
-                marks.setdefault("end", cpu_mark(pids))  # before the tool is waited for: /proc still has it
-
-        readers = [threading.Thread(target=read, args=pair) for pair in zip(tools, outputs, strict=True)]
-        for reader in readers:
-            reader.start()
-        for reader in readers:
-            reader.join(TOOL_TIMEOUT_S)
-        timed_out = any(reader.is_alive() for reader in readers)
-        for tool in tools if timed_out else ():
-            tool.kill()
+        tools: list[subprocess.Popen] = []
+        try:
+            for argv in argvs:
+                tools.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True))
+            outputs, marks = _read(tools, steady)
+        except BaseException:  # interrupted (`kill PID`) or failed: no tool outlives its row
+            for tool in tools:
+                tool.kill()
+            raise
         codes = [tool.wait(60) for tool in tools]
-        if timed_out or any(codes):
+        if any(codes):
             errors.seek(0)
-            said = errors.read() or "".join(outputs[next((i for i, c in enumerate(codes) if c), 0)])
-            raise RuntimeError(f"{name} {'timed out' if timed_out else 'failed'} ({codes}): {said[-2000:]}")
-    return ["".join(lines) for lines in outputs], marks.get("steady"), marks["end"]
+            said = errors.read() or outputs[next(i for i, c in enumerate(codes) if c)]
+            raise RuntimeError(f"{name} failed ({codes}): {said[-2000:]}")
+    return outputs, marks.get("steady"), marks["end"]
+
+
+def _read(
+    tools: list[subprocess.Popen], steady: Callable[[str], bool] | None
+) -> tuple[list[str], dict[str, CpuMark]]:
+    """The running ``tools``' outputs to their end, and the CPU marks of :func:`run_tools` ("steady",
+    "end"); raises TimeoutError when one runs past :data:`TOOL_TIMEOUT_S`."""
+    pids = [tool.pid for tool in tools]
+    lock, marks, waiting = threading.Lock(), {}, len(tools)
+    if steady is None:
+        marks["steady"] = cpu_mark(pids)
+    outputs: list[list[str]] = [[] for _ in tools]
+
+    def read(tool: subprocess.Popen, lines: list[str]) -> None:
+        nonlocal waiting
+        seen = steady is None
+        for line in tool.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if not seen and steady(line):  # type: ignore[misc]
+                seen = True
+                with lock:
+                    waiting -= 1
+                    if not waiting and "end" not in marks:
+                        marks["steady"] = cpu_mark(pids)
+        with lock:
+            marks.setdefault("end", cpu_mark(pids))  # before the tool is waited for: /proc still has it
+
+    readers = [threading.Thread(target=read, args=pair) for pair in zip(tools, outputs, strict=True)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(TOOL_TIMEOUT_S)
+    if any(reader.is_alive() for reader in readers):
+        raise TimeoutError(f"a perf tool ran past {TOOL_TIMEOUT_S} s: {''.join(outputs[0])[-2000:]}")
+    return ["".join(lines) for lines in outputs], marks
 
 
 def verdict(results: list[dict]) -> str:

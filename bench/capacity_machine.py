@@ -162,18 +162,25 @@ class CpuMark:
 
 @dataclass(frozen=True)
 class CpuUse:
-    """CPU seconds spent between two marks: by the perf tools, and by everything else on the machine (the
-    brokers, on a quiet machine), this process left out; ``records``: the records they were spent on."""
+    """CPU seconds spent between two marks ``seconds`` apart: by the perf tools, and by everything else on
+    the machine (the brokers, on a quiet machine), this process left out; ``records``: the records they
+    were spent on."""
 
     tools_s: float
     rest_s: float
     records: float
+    seconds: float
 
     @classmethod
     def between(cls, first: CpuMark, last: CpuMark, records: float) -> CpuUse:
         tools_s = last.tools_s - first.tools_s
         rest_s = last.busy_s - first.busy_s - tools_s - (last.own_s - first.own_s)
-        return cls(tools_s, rest_s, records)
+        return cls(tools_s, rest_s, records, last.at_s - first.at_s)
+
+    @property
+    def cores_busy(self) -> float:
+        """How many cores the tools and the rest kept busy on average: all of them when CPU bound the row."""
+        return (self.tools_s + self.rest_s) / self.seconds if self.seconds else 0.0
 
 
 def cpu_mark(tools: Iterable[int]) -> CpuMark:

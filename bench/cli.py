@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
+import sys
 
 from bench.machine import describe
 
@@ -53,6 +55,8 @@ def whole_number(text: str) -> int:
 
 def _runner(module):
     def run(args: argparse.Namespace) -> int:
+        # `kill PID` unwinds like Ctrl-C: the clusters, tools and Spark a benchmark started are stopped
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         print(describe(), flush=True)
         return module.run(args)
 

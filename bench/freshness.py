@@ -27,8 +27,6 @@ import argparse
 import contextlib
 import os
 import queue
-import signal
-import sys
 import tempfile
 import threading
 import time
@@ -93,7 +91,6 @@ def _positive(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the stack
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="kobs-bench-freshness-") as tmp:
         stack = EmbeddedStack(Path(tmp), observers=False)

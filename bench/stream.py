@@ -22,8 +22,6 @@ import argparse
 import json
 import math
 import os
-import signal
-import sys
 import tempfile
 import time
 import uuid
@@ -109,7 +107,6 @@ class Run:
 
 
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop the broker and Spark
     tune_gc()  # as kobs stream does; both paths run in this process
     shape = Shape(args.brokers, args.partitions, args.groups, args.batches)
     names = [shape.cluster] if args.clusters == 1 else [f"{shape.cluster}-{i}" for i in range(args.clusters)]

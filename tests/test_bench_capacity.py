@@ -5,10 +5,16 @@ docs/benchmarks.md); no timing is asserted here, and 1 MB per row only proves th
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
+
+from bench.capacity import ROWS, new_topic
 
 pytestmark = pytest.mark.peers
 
@@ -42,3 +48,59 @@ def test_every_row_runs_kafkas_perf_tools_and_prints_measured_beside_the_model(k
     for row in rows:  # each printed with its ratio
         assert any(line.strip().startswith(row["name"]) and "model/measured" in line for line in lines)
     assert lines[-2].startswith("model vs measured: worst x")
+
+
+def test_a_rows_topic_deleted_already_ends_the_row_cleanly(kafka_cluster):
+    # A delete retried after a timeout (a loaded controller) finds the topic gone: Kafka answers
+    # UNKNOWN_TOPIC_OR_PARTITION, and the row must go on rather than end the run with a traceback.
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+    with new_topic(kafka_cluster.bootstrap, ROWS[0]) as topic:
+        admin.delete_topics([topic])[topic].result(timeout=60)
+    assert topic not in admin.list_topics(timeout=30).topics
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    """``pid``'s command line; empty once it has ended (a zombie's too)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _java_children(pid: int) -> dict[str, list[int]]:
+    """``pid``'s Java children by kind: the Kafka nodes and the producer perf tools."""
+    kinds = {"nodes": b"kafka.Kafka", "tools": b"ProducerPerformance"}
+    return {kind: [c for c in _children(pid) if main in _cmdline(c)] for kind, main in kinds.items()}
+
+
+def test_kill_stops_the_cluster_and_the_tools_the_benchmark_started():
+    # `kill PID` once ended the benchmark at once and left its three Kafka nodes and its perf tool running
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "kobs.cli", "bench", "capacity", "--megabytes", "100"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for line in bench.stdout:  # type: ignore[union-attr]
+            if line.startswith("warming the brokers up"):
+                break
+        deadline = time.monotonic() + 60
+        while not (started := _java_children(bench.pid))["tools"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(started["nodes"]) == 3 and started["tools"], started  # the first warm-up row runs
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=120) == 143
+    finally:
+        bench.kill()
+    assert not [pid for pids in started.values() for pid in pids if _cmdline(pid)]
