@@ -115,16 +115,21 @@ class BrokerCpu:
         return self.cores_busy * self.clock_ghz * 1e9 / self.records_per_s
 
 
+OLD_PRODUCER_BATCH = 200  # messages a batch of the old Scala producer (Guo 2015): its batch.num.messages default
+
 # Not a throughput: one broker's CPU (top: ~248 % of 8 vCPU at 2.8 GHz) receiving ~1.17 M records/s of
 # 100 B, RF 1; the old Scala producer's default batches of 200 messages are assumed.
-BROKER_CPU = BrokerCpu("guo-2015", 2.48, 2.8, 1.17e6, Workload(message_bytes=100, batch_bytes=200 * 122))
+BROKER_CPU = BrokerCpu(
+    "guo-2015", 2.48, 2.8, 1.17e6, Workload(message_bytes=100, batch_bytes=OLD_PRODUCER_BATCH * 122)
+)
 # One consumer thread reading 100 B records faster than any other published consumer: its CPU decides it.
 CONSUMER_ROW = Published(
     "1 consumer, 100 B", "guo-2015", GUO, replace(LINKEDIN_RUN, producers=0, consumers=1), "consume",
     3_064_256,
 )  # fmt: skip
-# acks=all with the Java producer's defaults (batch.size 16384, 5 requests in flight): the wait decides it.
-# The rate does not depend on the hardware (not published), only on the batches in flight and the wait.
+# acks=all with the Java producer's defaults (batch.size 16384): the wait decides it, for a broker serves one
+# request of a connection at a time. The rate does not depend on the hardware (not published), only on the
+# batches a request carries and the wait.
 FOLLOWER_FETCH_ROW = Published(
     "acks=all, RF 3, 100 B, defaults",
     "alphahinex-2022",
@@ -145,7 +150,7 @@ def fit(assumed: CpuCosts = DEFAULT_COSTS) -> CpuCosts:
     broker_record = BROKER_CPU.cycles_per_record - assumed.byte * wl.wire_bytes - batch / wl.batch_records
     consumer_record = CONSUMER_ROW.cycles_per_record - assumed.byte * CONSUMER_ROW.workload.wire_bytes
     run = FOLLOWER_FETCH_ROW.workload
-    in_flight = run.max_in_flight * run.partitions * run.batch_records
+    in_flight = run.partitions * run.batch_records  # one request per connection at a time
     followers = run.replication_factor - 1  # the wait is rtt + fetch turn x (1 + f / (f + 1))
     wait_ms = in_flight / FOLLOWER_FETCH_ROW.records_per_s * 1000 - assumed.rtt_ms
     follower_fetch_ms = wait_ms / (1 + followers / (followers + 1))
@@ -178,8 +183,10 @@ def _linkedin(
 
 
 def _guo(name: str, records_per_s: float, side: str = "produce", **changes) -> Published:
-    """A row of Guo 2015's runs: 3 brokers, 6 partitions, the old asynchronous producer."""
-    return Published(name, "guo-2015", GUO, replace(LINKEDIN_RUN, **changes), side, records_per_s)
+    """A row of Guo 2015's runs: 3 brokers, 6 partitions, the old asynchronous producer's batches."""
+    run = replace(LINKEDIN_RUN, **changes)
+    run = replace(run, batch_bytes=OLD_PRODUCER_BATCH * run.wire_bytes)
+    return Published(name, "guo-2015", GUO, run, side, records_per_s)
 
 
 def _omb(

@@ -136,7 +136,6 @@ class Workload:
     producers: int = 1  # producer threads, one per core of its own machine; 0: a consume-only workload
     consumers: int = 1  # consumer threads in one group, one per core of its own machine; 0: produce-only
     overhead_bytes: int = 22  # per-message framing on the wire and on disk
-    max_in_flight: int = 5  # max.in.flight.requests.per.connection
     backlog_gb: float = 0.0  # how far behind the consumers read (GB of payload); 0: they keep up
     compression: str = "none"  # compression.type: none, lz4, snappy, zstd, gzip
     compression_ratio: float = 0.0  # how much the codec shrinks these records; 0: its ratio on Silesia
@@ -189,7 +188,7 @@ class CpuCosts:
     byte: float = 1.0  # per byte on each side: copies and CRC32C (~0.25 cycles/byte each)
     batch: float = 40000.0  # per record batch on each side: a request's framing, syscalls, wake-ups
     rtt_ms: float = 0.5  # produce request round trip on a LAN, leader append included
-    follower_fetch_ms: float = 6.89  # one turn of a follower's fetch loop under load
+    follower_fetch_ms: float = 1.137  # one turn of a follower's fetch loop under load, its appends aside
 
     def __post_init__(self) -> None:
         check_positive(self)
@@ -328,15 +327,16 @@ def _produce_bounds(hw: Hardware, wl: Workload, costs: CpuCosts) -> list[Bound]:
             )
     wait_s = costs.ack_wait_s(wl.acks, rf - 1)
     if wait_s:
-        # Per producer and wait: max_in_flight requests per broker, each one batch per partition.
-        per_wait = wl.max_in_flight * wl.partitions * wl.batch_records
+        # A broker serves one request of a connection at a time (more in flight only wait in its socket):
+        # per producer and wait, one request to each leader, one batch of each of its partitions.
+        per_wait = wl.partitions * wl.batch_records
         produce.append(Bound(f"acks={wl.acks} wait", "latency", wl.producers * per_wait / wait_s))
     if wl.acks == "all" and rf > 1:
-        # A follower's fetch brings at most replica.fetch.max.bytes of each partition per turn of its loop.
+        # A follower's fetch brings at most replica.fetch.max.bytes of each partition per turn of its loop,
+        # and its fetcher thread appends what it brought before it fetches again.
         per_turn = REPLICA_FETCH_MAX_BYTES / size
-        produce.append(
-            Bound("followers' fetch", "latency", wl.partitions * per_turn / (costs.follower_fetch_ms / 1000))
-        )
+        turn_s = costs.follower_fetch_ms / 1000 + per_turn * costs.broker(wl) / cycles_per_s
+        produce.append(Bound("followers' fetch", "latency", wl.partitions * per_turn / turn_s))
     return produce
 
 
