@@ -121,7 +121,8 @@ def test_acks_all_adds_a_round_trip_bound_that_can_bind():
     acks1 = throughput(LINKEDIN, few).produce
     acks_all = throughput(LINKEDIN, replace(few, acks="all", replication_factor=3)).produce
     # One record per request, and the broker serves a connection's requests one at a time (Kafka's protocol
-    # guide): records/s = 1 / round trip (0.5 ms) whatever the producer keeps in flight; acks=all waits longer.
+    # guide): records/s = 1 / round trip (0.5 ms), whatever the producer keeps in flight; acks=all waits
+    # longer.
     assert acks1.kind == acks_all.kind == "latency"
     assert acks1.records_per_s == pytest.approx(1 / 0.5e-3)
     assert acks_all.records_per_s < acks1.records_per_s

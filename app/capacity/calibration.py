@@ -115,7 +115,7 @@ class BrokerCpu:
         return self.cores_busy * self.clock_ghz * 1e9 / self.records_per_s
 
 
-OLD_PRODUCER_BATCH = 200  # messages a batch of the old Scala producer (Guo 2015): its batch.num.messages default
+OLD_PRODUCER_BATCH = 200  # messages a batch of the old Scala producer (Guo 2015): batch.num.messages
 
 # Not a throughput: one broker's CPU (top: ~248 % of 8 vCPU at 2.8 GHz) receiving ~1.17 M records/s of
 # 100 B, RF 1; the old Scala producer's default batches of 200 messages are assumed.
@@ -305,7 +305,6 @@ def confidence(costs: CpuCosts = DEFAULT_COSTS) -> str:
         f"Estimates, fitted on {len(FITTED)} published benchmark figures. On {len(held_out)} others held "
         f"out: median x{median:.2f} off, {sum(c.factor <= 2 for c in held_out)} within x2, worst "
         f"x{worst:.0f} (`kobs whatif calibration`). Against a real 3-node Kafka on one 2-core machine "
-        "(`kobs bench capacity`): 0.69-1.04x with 100 B messages, 0.75-0.80x with 1 KB at acks=all, "
-        "2.0-2.4x with 1 KB at RF 1 (that machine's Kafka spends about twice the modelled cycles per 1 KB "
-        "record), 1.2-1.6x for a consumer (docs/capacity.md)."
+        "(`kobs bench capacity`, two machines): 0.69-1.39x with 100 B messages, 0.75-1.37x with 1 KB at "
+        "acks=all, 0.89-1.81x with 1 KB at RF 1, 1.2-1.6x for a consumer (docs/capacity.md)."
     )
