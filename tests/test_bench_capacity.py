@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from sockets import descendants
 
 from bench.capacity import ROWS, new_topic
 
@@ -59,18 +60,6 @@ def test_a_rows_topic_deleted_already_ends_the_row_cleanly(kafka_cluster):
     assert topic not in admin.list_topics(timeout=30).topics
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(stat.parent.name))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def _cmdline(pid: int) -> bytes:
     """``pid``'s command line; empty once it has ended (a zombie's too)."""
     try:
@@ -82,7 +71,7 @@ def _cmdline(pid: int) -> bytes:
 def _java_children(pid: int) -> dict[str, list[int]]:
     """``pid``'s Java children by kind: the Kafka nodes and the producer perf tools."""
     kinds = {"nodes": b"kafka.Kafka", "tools": b"ProducerPerformance"}
-    return {kind: [c for c in _children(pid) if main in _cmdline(c)] for kind, main in kinds.items()}
+    return {kind: [c for c in descendants({pid}) if main in _cmdline(c)] for kind, main in kinds.items()}
 
 
 def test_kill_stops_the_cluster_and_the_tools_the_benchmark_started():
