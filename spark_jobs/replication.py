@@ -7,20 +7,21 @@ is smaller than its replica set, *under min ISR* when its ISR is smaller than th
 the metadata source in KRaft mode); each state's time runs from the first scrape that saw it and resets when
 a scrape sees it end. A topic's ``..._seconds`` is its longest running state, 0 when none.
 
-Brokers: a broker is up while the newest metadata scrape lists it (``kafka_broker_registered``: the
-cluster's own word), or, for a cluster without recent metadata (no Admin API access), while it reported a
-broker gauge within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX scrape fails
-is not down for that. Its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change
-events) and has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live brokers
-that reported within ``stale_after_s``, or, without any, the last ``controller_change`` event (1 unless it
-names no controller); with neither the count is unknown and not exported (not 0). Unclean elections:
-the larger of two counts of the same thing — increments of the active controller's ``UncleanLeaderElections``
-counter (a reset counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster
-seen both ways is not counted twice. Only the counter of a broker whose ``ActiveControllerCount`` reads 1
-(or is not reported) is added: in KRaft every controller replays the metadata log and counts every
-election, so adding the standbys' counters would count each election once per controller; in ZooKeeper
-mode only the active controller's counter moves anyway. ISR changes are counted per topic and kind once each
-(``spark_jobs.isr_ledger``), whichever sources report them.
+Brokers: a broker is up while the newest metadata scrape lists it (``kafka_broker_registered``: the cluster's
+own word), or, for a cluster without recent metadata (no Admin API access), while it reported a broker gauge
+within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX scrape fails is not down for
+that. Its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and has not
+rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live brokers that reported within
+``stale_after_s`` (a broker's 1 read before another broker's first 1 is a handover its next scrape will show,
+not a second controller), or, without any, the last ``controller_change`` event (1 unless it names no
+controller); with neither the count is unknown and not exported (not 0). Unclean elections: the larger of two
+counts of the same thing — increments of the active controller's ``UncleanLeaderElections`` counter (a reset
+counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster seen both ways is not
+counted twice. Only the counter of a broker whose ``ActiveControllerCount`` reads 1 (or is not reported) is
+added: in KRaft every controller replays the metadata log and counts every election, so adding the standbys'
+counters would count each election once per controller; in ZooKeeper mode only the active controller's counter
+moves anyway. ISR changes are counted per topic and kind once each (``spark_jobs.isr_ledger``), whichever
+sources report them.
 """
 
 from __future__ import annotations
@@ -97,11 +98,18 @@ class _Cluster:
     registered_s: float = -math.inf  # newest metadata scrape that listed brokers
     isr_brokers: set[str] = field(default_factory=set)  # brokers named in ISR events
     controller_gauge: dict[str, float] = field(default_factory=dict)  # broker -> ActiveControllerCount
+    controller_read_s: dict[str, float] = field(default_factory=dict)  # broker -> time of that reading
+    controller_since_s: dict[str, float] = field(
+        default_factory=dict
+    )  # broker -> first reading of 1 in a row
     controller_event: int | None = None  # controller id of the last controller_change event
     unclean_counters: dict[str, float] = field(default_factory=dict)  # broker -> last counter value
     unclean_from_counters: int = 0
     unclean_from_events: int = 0
     isr_changes: Counter = field(default_factory=Counter)  # (topic, change) -> events
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(_Cluster().__dict__ | state)  # state stored before a field was added
 
 
 class ReplicationAnalysis:
@@ -184,7 +192,11 @@ class ReplicationAnalysis:
             return
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
         if o.name == names.ACTIVE_CONTROLLER:
-            cluster.controller_gauge[broker] = o.value
+            if t_s >= cluster.controller_read_s.get(broker, -math.inf):  # a late scrape is not newer
+                if o.value >= 1 > cluster.controller_gauge.get(broker, 0):
+                    cluster.controller_since_s[broker] = t_s
+                cluster.controller_gauge[broker] = o.value
+                cluster.controller_read_s[broker] = t_s
         elif o.name == names.UNCLEAN_ELECTIONS:
             last = cluster.unclean_counters.get(broker)
             active = cluster.controller_gauge.get(broker, 1.0) >= 1  # a KRaft standby counts them too
@@ -324,7 +336,8 @@ class ReplicationAnalysis:
         # A sum of 0 while a live broker's gauge is missing is unknown too: that broker may be the controller
         # whose JMX scrape is slow (a busy host), and 0 controllers pages.
         up = [b for b in cluster.controller_gauge if self._up(cluster, b)]
-        gauges = [cluster.controller_gauge[b] for b in up if self._reported(cluster, b)]
+        reported = [b for b in up if self._reported(cluster, b)]
+        gauges = [_still_active(cluster, b, reported) for b in reported]
         if gauges and (sum(gauges) >= 0.5 or len(gauges) == len(up)):
             row["active_controllers"] = round(sum(gauges))
         elif cluster.controller_event is not None:
@@ -334,6 +347,16 @@ class ReplicationAnalysis:
         row["unclean_elections"] = max(cluster.unclean_from_counters, cluster.unclean_from_events)
         out.append(Derived("kobs_unclean_leader_elections_total", (name,), row["unclean_elections"]))
         return row
+
+
+def _still_active(cluster: _Cluster, broker: str, reported: list[str]) -> float:
+    """The broker's ActiveControllerCount, 0 if it read 1 before another broker became the controller: the
+    other's scrape saw the handover first (scrapes are seconds apart), and its own next scrape will say 0.
+    Two brokers that both read 1 after the newer one became the controller are two controllers."""
+    value, since = cluster.controller_gauge[broker], cluster.controller_since_s
+    others = [since.get(b, -math.inf) for b in reported if b != broker and cluster.controller_gauge[b] >= 1]
+    read_s = cluster.controller_read_s.get(broker, cluster.broker_seen_s[broker])  # state stored before
+    return 0.0 if value >= 1 and others and read_s < max(others) else value
 
 
 def _partition_series(labels: tuple[str, str, str], p: _Partition) -> list[Derived]:

@@ -109,6 +109,39 @@ def test_brokers_up_while_reporting_and_active_controllers_among_them():
     assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 2
 
 
+def test_a_controller_handover_seen_by_the_new_controllers_scrape_first_is_one_controller():
+    """Each broker's JMX is scraped on its own schedule, seconds apart: after a handover the new controller
+    may read 1 before the old one's next scrape reads 0 (a CI run paged "2 active controllers" for this)."""
+    analysis = ReplicationAnalysis(stale_after_s=45)
+    analysis.observe(
+        [*registered(0, (1, 2, 3)), *(gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 1)) for b in (1, 2, 3))]
+    )
+    # Broker 1 read 1 at 10 s; the leadership moves to broker 2 at 12 s, whose scrape at 14 s reads 1.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 10, 1, 1), gauge(names.ACTIVE_CONTROLLER, 14, 2, 1)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 25, 1, 0)])  # broker 1's next scrape
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    # A late answer from broker 1 taken before the handover changes nothing.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 11, 1, 1)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    # Broker 1 claims the controller again while broker 2 still does: two controllers, both read after
+    # the newer one became the controller.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 40, 1, 1), gauge(names.ACTIVE_CONTROLLER, 44, 2, 1)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 2
+
+
+def test_a_state_stored_before_the_controller_handover_fields_reads_back():
+    old = ReplicationAnalysis()
+    old.observe([gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 1)) for b in (1, 2)])
+    for name in ("controller_read_s", "controller_since_s"):  # as pickled by the previous version
+        delattr(old.clusters["c"], name)
+    restored = pickle.loads(pickle.dumps(old))
+    restored.observe([gauge(names.ACTIVE_CONTROLLER, 5, 2, 1)])  # a handover, broker 1 not scraped since
+    assert metrics(restored)["kobs_cluster_active_controllers", ("c",)] == 1
+    restored.observe([gauge(names.ACTIVE_CONTROLLER, 9, 1, 0)])
+    assert metrics(restored)["kobs_cluster_active_controllers", ("c",)] == 1
+
+
 def registered(t_s, brokers, cluster="c") -> list[Observation]:
     """One metadata scrape's broker list."""
     return [
