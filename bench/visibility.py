@@ -13,6 +13,7 @@ served). The lag an offsets scrape states (:func:`lag_of`) checks the handle aga
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
@@ -72,6 +73,14 @@ class Arrivals:
         if old is not None:  # another record of the same scrape
             produced_s, readable_s = max(produced_s, old.produced_s), max(readable_s, old.readable_s)
         self._scrapes[source, t_s] = Scrape(source, t_s, produced_s, readable_s)
+
+    def newest_read_by(self, at_s: float) -> dict[Source, float]:
+        """The newest sample time of each source among the scrapes readable at ``at_s``."""
+        newest: dict[Source, float] = {}
+        for s in self._scrapes.values():
+            if s.readable_s <= at_s and s.t_s > newest.get(s.source, -math.inf):
+                newest[s.source] = s.t_s
+        return newest
 
     def between(self, first_s: float, last_s: float) -> list[Scrape]:
         """The scrapes with sample times in ``[first_s, last_s]``, oldest first."""
