@@ -211,7 +211,9 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         # The broker resource panels' data, from the real nodes' JMX through kobs collect and kobs stream:
         # every node's CPU, heap and thread pools, and the requests Kafka itself must be serving now
         # (the followers' fetches of replication, the producer's produce requests), none failing yet.
-        assert _wait_for(lambda: _broker_resources(stack) == {"1", "2", "3"}, timeout_s=120)
+        # On a busy 2-core machine the stream is still working off the warm-up's backlog here, and JMX
+        # query JVMs time out while three Kafka JVMs compile their hot code (a CI run: not within 120 s).
+        assert _wait_for(lambda: _broker_resources(stack) == {"1", "2", "3"}, timeout_s=300)
         requests = {
             (r["metric"]["broker"], r["metric"]["request"]): float(r["value"][1])
             for r in stack.prometheus.query('kobs_broker_requests_per_second{job="kobs-exporter"}')
