@@ -36,6 +36,10 @@ def run_demo(
     run_dir: Path | None = None, duration_s: float | None = None, incidents: bool = True, fleet: bool = True
 ) -> int:
     run_dir = run_dir or Path("var") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
+    if run_dir.is_dir() and any(run_dir.iterdir()):  # an earlier run's Kafka logs and znodes clash
+        print(f"kobs demo: --run-dir {run_dir} is not empty (an earlier run's data?): give a new or empty "
+              "directory", file=sys.stderr)  # fmt: skip
+        return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops as cleanly as Ctrl-C
 
     def show(notification: Notification) -> None:

@@ -61,6 +61,17 @@ def test_bad_config_is_one_line_naming_the_key_and_exits_non_zero(tmp_path):
     ]
 
 
+def test_a_demo_run_dir_holding_an_earlier_run_is_one_line_before_anything_starts(tmp_path):
+    (tmp_path / "kobs.yaml").write_text("clusters: []\n")  # what every demo run leaves there
+    result = kobs("demo", "--run-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"kobs demo: --run-dir {tmp_path} is not empty (an earlier run's data?): give a new or empty "
+        "directory"
+    ]
+    assert result.stdout == ""  # nothing was started
+
+
 def test_unknown_subcommand_is_refused():
     result = kobs("frobnicate")
     assert result.returncode == 2 and "invalid choice: 'frobnicate'" in result.stderr
