@@ -56,7 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         "topic dies and a producer blocks; a follower hangs and partitions are under-replicated), each "
         "step and page printed as it happens; run until Ctrl-C, then stop everything.",
     )
-    demo.add_argument("--run-dir", type=Path, help="where logs and data go (default: var/demo-<time>)")
+    demo.add_argument(
+        "--run-dir",
+        type=Path,
+        help="a new or empty directory for its logs and data (default: var/demo-<time>)",
+    )
     demo.add_argument(
         "--duration", type=float, help="stop after this many seconds instead of waiting for Ctrl-C"
     )
