@@ -99,9 +99,7 @@ class _Cluster:
     isr_brokers: set[str] = field(default_factory=set)  # brokers named in ISR events
     controller_gauge: dict[str, float] = field(default_factory=dict)  # broker -> ActiveControllerCount
     controller_read_s: dict[str, float] = field(default_factory=dict)  # broker -> time of that reading
-    controller_since_s: dict[str, float] = field(
-        default_factory=dict
-    )  # broker -> first reading of 1 in a row
+    controller_since_s: dict[str, float] = field(default_factory=dict)  # broker -> its first 1 in a row
     controller_event: int | None = None  # controller id of the last controller_change event
     unclean_counters: dict[str, float] = field(default_factory=dict)  # broker -> last counter value
     unclean_from_counters: int = 0
