@@ -13,15 +13,16 @@ within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX
 that. Its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and has not
 rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live brokers that reported within
 ``stale_after_s`` (a broker's 1 read before another broker's first 1 is a handover its next scrape will show,
-not a second controller), or, without any, the last ``controller_change`` event (1 unless it names no
-controller); with neither the count is unknown and not exported (not 0). Unclean elections: the larger of two
-counts of the same thing — increments of the active controller's ``UncleanLeaderElections`` counter (a reset
-counts from 0) and ISR events whose new leader was not in the ISR before — so a cluster seen both ways is not
-counted twice. Only the counter of a broker whose ``ActiveControllerCount`` reads 1 (or is not reported) is
-added: in KRaft every controller replays the metadata log and counts every election, so adding the standbys'
-counters would count each election once per controller; in ZooKeeper mode only the active controller's counter
-moves anyway. ISR changes are counted per topic and kind once each (``spark_jobs.isr_ledger``), whichever
-sources report them.
+not a second controller; a sum of 0 counts only once every live broker was read after the last controller
+stopped: its gauge read 0, or the metadata no longer listed it), or, without any, the last
+``controller_change`` event (1 unless it names no controller); with neither the count is unknown and not
+exported (not 0). Unclean elections: the larger of two counts of the same thing — increments of the active
+controller's ``UncleanLeaderElections`` counter (a reset counts from 0) and ISR events whose new leader was
+not in the ISR before — so a cluster seen both ways is not counted twice. Only the counter of a broker whose
+``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
+metadata log and counts every election, so adding the standbys' counters would count each election once per
+controller; in ZooKeeper mode only the active controller's counter moves anyway. ISR changes are counted per
+topic and kind once each (``spark_jobs.isr_ledger``), whichever sources report them.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class _Cluster:
     controller_gauge: dict[str, float] = field(default_factory=dict)  # broker -> ActiveControllerCount
     controller_read_s: dict[str, float] = field(default_factory=dict)  # broker -> time of that reading
     controller_since_s: dict[str, float] = field(default_factory=dict)  # broker -> its first 1 in a row
+    controller_lost_s: float = -math.inf  # newest time a controller was seen to stop being one
     controller_event: int | None = None  # controller id of the last controller_change event
     unclean_counters: dict[str, float] = field(default_factory=dict)  # broker -> last counter value
     unclean_from_counters: int = 0
@@ -144,6 +146,9 @@ class ReplicationAnalysis:
                     self.skipped += 1
             for key in touched:
                 self._settle(key, t_s)
+            for cluster in self.clusters.values():
+                if cluster.registered_s == t_s:
+                    _controllers_gone(cluster, t_s)
         if self.skipped > skipped:
             log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
 
@@ -193,6 +198,8 @@ class ReplicationAnalysis:
             if t_s >= cluster.controller_read_s.get(broker, -math.inf):  # a late scrape is not newer
                 if o.value >= 1 > cluster.controller_gauge.get(broker, 0):
                     cluster.controller_since_s[broker] = t_s
+                elif o.value < 1 <= cluster.controller_gauge.get(broker, 0):
+                    cluster.controller_lost_s = max(cluster.controller_lost_s, t_s)
                 cluster.controller_gauge[broker] = o.value
                 cluster.controller_read_s[broker] = t_s
         elif o.name == names.UNCLEAN_ELECTIONS:
@@ -330,21 +337,44 @@ class ReplicationAnalysis:
 
     def _cluster(self, name: str, cluster: _Cluster, out: list) -> dict[str, Any]:
         row = _row(name, cluster.now_s, "cluster")
-        # the gauges of live brokers that reported lately; none (every JMX scrape failing): unknown, not 0.
-        # A sum of 0 while a live broker's gauge is missing is unknown too: that broker may be the controller
-        # whose JMX scrape is slow (a busy host), and 0 controllers pages.
-        up = [b for b in cluster.controller_gauge if self._up(cluster, b)]
-        reported = [b for b in up if self._reported(cluster, b)]
-        gauges = [_still_active(cluster, b, reported) for b in reported]
-        if gauges and (sum(gauges) >= 0.5 or len(gauges) == len(up)):
-            row["active_controllers"] = round(sum(gauges))
-        elif cluster.controller_event is not None:
-            row["active_controllers"] = int(cluster.controller_event >= 0)
+        row["active_controllers"] = self._active_controllers(cluster)
         if row["active_controllers"] is not None:
             out.append(Derived("kobs_cluster_active_controllers", (name,), row["active_controllers"]))
         row["unclean_elections"] = max(cluster.unclean_from_counters, cluster.unclean_from_events)
         out.append(Derived("kobs_unclean_leader_elections_total", (name,), row["unclean_elections"]))
         return row
+
+    def _active_controllers(self, cluster: _Cluster) -> int | None:
+        """The live brokers' gauges that reported lately; none (every JMX scrape failing): unknown, not 0.
+        A sum of 0 is unknown too while a live broker's gauge is missing (that broker may be the controller
+        whose JMX scrape is slow on a busy host) or was read before the last controller stopped (the new
+        controller's next scrape will read 1): 0 controllers pages."""
+        up = [b for b in cluster.controller_gauge if self._up(cluster, b)]
+        reported = [b for b in up if self._reported(cluster, b)]
+        gauges = [_still_active(cluster, b, reported) for b in reported]
+        if gauges and sum(gauges) >= 0.5:
+            return round(sum(gauges))
+        since_loss = all(_read_s(cluster, b) >= cluster.controller_lost_s for b in reported)
+        if gauges and len(gauges) == len(up) and since_loss:
+            return 0
+        if cluster.controller_event is not None:
+            return int(cluster.controller_event >= 0)
+        return None
+
+
+def _controllers_gone(cluster: _Cluster, t_s: float) -> None:
+    """A controller that the metadata scrape at ``t_s`` no longer lists (killed, or hung past its session)
+    stopped being the controller by then: its gauge reads 0 from ``t_s``."""
+    for broker, value in cluster.controller_gauge.items():
+        if value >= 1 and cluster.registered.get(broker, t_s) < t_s:
+            cluster.controller_gauge[broker] = 0.0
+            cluster.controller_read_s[broker] = t_s
+            cluster.controller_lost_s = max(cluster.controller_lost_s, t_s)
+
+
+def _read_s(cluster: _Cluster, broker: str) -> float:
+    """When the broker's controller gauge was read (its newest gauge for state stored before that field)."""
+    return cluster.controller_read_s.get(broker, cluster.broker_seen_s[broker])
 
 
 def _still_active(cluster: _Cluster, broker: str, reported: list[str]) -> float:
@@ -353,8 +383,7 @@ def _still_active(cluster: _Cluster, broker: str, reported: list[str]) -> float:
     Two brokers that both read 1 after the newer one became the controller are two controllers."""
     value, since = cluster.controller_gauge[broker], cluster.controller_since_s
     others = [since.get(b, -math.inf) for b in reported if b != broker and cluster.controller_gauge[b] >= 1]
-    read_s = cluster.controller_read_s.get(broker, cluster.broker_seen_s[broker])  # state stored before
-    return 0.0 if value >= 1 and others and read_s < max(others) else value
+    return 0.0 if value >= 1 and others and _read_s(cluster, broker) < max(others) else value
 
 
 def _partition_series(labels: tuple[str, str, str], p: _Partition) -> list[Derived]:

@@ -130,10 +130,33 @@ def test_a_controller_handover_seen_by_the_new_controllers_scrape_first_is_one_c
     assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 2
 
 
+def test_zeros_read_before_the_controller_stopped_are_no_evidence_of_no_controller():
+    """Between the moment the controller stops and the new controller's next scrape, the other brokers' 0s
+    were read while the old one still led: a CI run paged "0 active controllers" after a controller hung
+    (SIGSTOP), fenced by the metadata scrape before the new controller's JMX answered."""
+    analysis = ReplicationAnalysis(stale_after_s=45)
+    controller_3 = [gauge(names.ACTIVE_CONTROLLER, 30, b, int(b == 3)) for b in (1, 2, 3)]
+    analysis.observe([o for t in (25, 30, 35) for o in registered(t, (1, 2, 3))] + controller_3)
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    # Broker 3 hangs at 36 s; broker 1 is elected at 38 s; the scrape at 45 s no longer lists broker 3.
+    analysis.observe(registered(40, (1, 2, 3)) + registered(45, (1, 2)))
+    assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)  # unknown, not 0
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 46, 2, 0)])  # broker 1 not read yet
+    assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 47, 1, 1)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    # Broker 1 steps down at 60 s, and is read first (0 at 61 s): broker 2's 0 from 46 s says nothing of now.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 61, 1, 0)])
+    assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)
+    # Both read 0 after that: no controller by Kafka's own gauges, which pages.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 62, 2, 0)])
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
+
+
 def test_a_state_stored_before_the_controller_handover_fields_reads_back():
     old = ReplicationAnalysis()
     old.observe([gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 1)) for b in (1, 2)])
-    for name in ("controller_read_s", "controller_since_s"):  # as pickled by the previous version
+    for name in ("controller_read_s", "controller_since_s", "controller_lost_s"):  # as pickled before
         delattr(old.clusters["c"], name)
     restored = pickle.loads(pickle.dumps(old))
     restored.observe([gauge(names.ACTIVE_CONTROLLER, 5, 2, 1)])  # a handover, broker 1 not scraped since
@@ -343,6 +366,9 @@ def test_no_controller_among_the_brokers_that_reported_is_unknown_while_a_listed
     analysis.observe([o for t in (30, 60) for o in (*registered(t, (1, 2, 3)),
                       *(gauge(names.ACTIVE_CONTROLLER, t, b, 0) for b in (1, 2)))])  # fmt: skip
     assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)
-    # Every listed broker says 0: no controller, known.
+    # Broker 3 answers again, 0: it stopped being the controller by 61 s, so the 0s of 1 and 2 read at 60 s
+    # say nothing yet; once both are read after it, every listed broker says 0: no controller, known.
     analysis.observe([gauge(names.ACTIVE_CONTROLLER, 61, 3, 0)])
+    assert ("kobs_cluster_active_controllers", ("c",)) not in metrics(analysis)
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 75, b, 0) for b in (1, 2)])
     assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
