@@ -1,8 +1,8 @@
 """Start, watch and stop one server process we own: loopback port, log file, readiness, stop by PID.
 
 Every process is started in its own session (process group) so stopping it also ends its children, and
-is remembered in a registry so that nothing outlives the Python process that started it (``atexit``) and
-tests can assert that no server is left behind.
+is remembered in a registry so that nothing outlives the Python process that started it (``atexit``; and
+``peers.lifeline`` when that process is killed) and tests can assert that no server is left behind.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from peers import lifeline
 
 HOST = "127.0.0.1"
 _LIVE: dict[int, ManagedProcess] = {}
@@ -142,6 +144,7 @@ class ManagedProcess:
                 start_new_session=True,
             )
         _LIVE[self._proc.pid] = self
+        lifeline.hold(self._proc.pid)
         return self
 
     def wait_ready(self) -> ManagedProcess:
@@ -177,7 +180,8 @@ class ManagedProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        _LIVE.pop(proc.pid, None)
+        if _LIVE.pop(proc.pid, None) is not None:
+            lifeline.release(proc.pid)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

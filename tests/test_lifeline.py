@@ -1,0 +1,69 @@
+"""``peers.lifeline``: servers started through ``peers.process`` end when the Python process that started
+them is SIGKILLed (no ``atexit``, no signal handler runs), a hung (SIGSTOPped) one too, and so do those
+started before someone ended the watchdog itself; the kernel's /proc says which processes remain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sockets import descendants
+
+OWNER = """
+import signal, sys, time
+from pathlib import Path
+from peers.process import ManagedProcess
+
+def server(name):
+    return ManagedProcess(name, ["sleep", "600"], Path(sys.argv[1]), lambda: True).start()
+
+servers = [server("sleeper-1"), server("sleeper-2")]
+servers[1].send_signal(signal.SIGSTOP)  # a hung server
+server("stopped").stop()  # stopped by its owner
+print(*(s.pid for s in servers), flush=True)
+sys.stdin.readline()  # meanwhile the watchdog is killed
+print(server("sleeper-3").pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running or stopped; not gone and not a zombie waiting to be reaped."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _watchdogs(pid: int) -> list[int]:
+    return [p for p in descendants({pid}) if b"peers.lifeline" in Path(f"/proc/{p}/cmdline").read_bytes()]
+
+
+def test_servers_end_when_the_process_that_started_them_is_killed(tmp_path):
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        pids = [int(pid) for pid in owner.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(pid) for pid in pids)
+        (watchdog,) = _watchdogs(owner.pid)
+        os.kill(watchdog, signal.SIGKILL)  # someone ends the watchdog: the next start brings a new one
+        owner.stdin.write("go on\n")
+        owner.stdin.flush()
+        pids.append(int(owner.stdout.readline()))
+        assert _watchdogs(owner.pid) != [watchdog]
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in pids if _alive(pid)], "servers outlived their killed owner"
+    finally:
+        if owner.poll() is None:
+            os.killpg(owner.pid, signal.SIGKILL)
