@@ -10,16 +10,17 @@ a scrape sees it end. A topic's ``..._seconds`` is its longest running state, 0 
 Brokers: a broker is up while the newest metadata scrape lists it (``kafka_broker_registered``: the cluster's
 own word), or, for a cluster without recent metadata (no Admin API access), while it reported a broker gauge
 within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX scrape fails is not down for
-that. Its out-of-ISR count is the partitions whose ISR it was seen leaving (ISR change events) and has not
-rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live brokers that reported within
-``stale_after_s`` (a broker's 1 read before another broker's first 1 is a handover its next scrape will show,
-not a second controller; a sum of 0 counts only once every live broker was read after the last controller
-stopped: its gauge read 0, or the metadata no longer listed it), or, without any, the last
-``controller_change`` event (1 unless it names no controller); with neither the count is unknown and not
-exported (not 0). Unclean elections: the larger of two counts of the same thing — increments of the active
-controller's ``UncleanLeaderElections`` counter (a reset counts from 0) and ISR events whose new leader was
-not in the ISR before — so a cluster seen both ways is not counted twice. Only the counter of a broker whose
-``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
+that. A dedicated KRaft controller (controller gauges, never listed) is no broker: it counts for the
+controller while its gauges are recent. Its out-of-ISR count is the partitions whose ISR it was seen leaving
+(ISR change events) and has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live
+brokers that reported within ``stale_after_s`` (a broker's 1 read before another broker's first 1 is a
+handover its next scrape will show, not a second controller; a sum of 0 counts only once every live broker was
+read after the last controller stopped: its gauge read 0, or the metadata no longer listed it), or, without
+any, the last ``controller_change`` event (1 unless it names no controller); with neither the count is unknown
+and not exported (not 0). Unclean elections: the larger of two counts of the same thing — increments of the
+active controller's ``UncleanLeaderElections`` counter (a reset counts from 0) and ISR events whose new leader
+was not in the ISR before — so a cluster seen both ways is not counted twice. Only the counter of a broker
+whose ``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
 metadata log and counts every election, so adding the standbys' counters would count each election once per
 controller; in ZooKeeper mode only the active controller's counter moves anyway. ISR changes are counted per
 topic and kind once each (``spark_jobs.isr_ledger``), whichever sources report them.
@@ -294,6 +295,8 @@ class ReplicationAnalysis:
         leads, imbalance = self._leadership(name)
         rows = []
         known = set(cluster.broker_seen_s) | set(cluster.registered)
+        if self._listing(cluster):  # a dedicated controller is no broker: the broker list never names it
+            known = {b for b in known if not _controller_only(cluster, b)}
         for broker in sorted(known | cluster.isr_brokers, key=_broker_order):
             labels = (name, broker)
             row = _row(name, cluster.now_s, "broker", broker=broker)
@@ -325,10 +328,15 @@ class ReplicationAnalysis:
 
     def _up(self, cluster: _Cluster, broker: str) -> bool:
         """Listed by the newest metadata scrape, while there are recent ones (the cluster's own word: a
-        broker whose JMX does not answer is not down for that); else its broker gauges are recent."""
-        if cluster.now_s - cluster.registered_s <= self.forget_after_s:
+        broker whose JMX does not answer is not down for that); else, or for a dedicated KRaft controller
+        (which the broker list never names), its gauges are recent."""
+        if self._listing(cluster) and not _controller_only(cluster, broker):
             return cluster.registered.get(broker) == cluster.registered_s
         return self._reported(cluster, broker)
+
+    def _listing(self, cluster: _Cluster) -> bool:
+        """The cluster's broker list (metadata scrapes) is recent."""
+        return cluster.now_s - cluster.registered_s <= self.forget_after_s
 
     def _reported(self, cluster: _Cluster, broker: str) -> bool:
         """Its broker gauges (JMX, exporter) are recent."""
@@ -370,6 +378,12 @@ def _controllers_gone(cluster: _Cluster, t_s: float) -> None:
             cluster.controller_gauge[broker] = 0.0
             cluster.controller_read_s[broker] = t_s
             cluster.controller_lost_s = max(cluster.controller_lost_s, t_s)
+
+
+def _controller_only(cluster: _Cluster, node: str) -> bool:
+    """A node with controller gauges that no metadata scrape has listed: a dedicated KRaft controller
+    (broker-only nodes have no ``kafka.controller`` beans; a broker listed once stays a broker)."""
+    return node in cluster.controller_gauge and node not in cluster.registered
 
 
 def _read_s(cluster: _Cluster, broker: str) -> float:

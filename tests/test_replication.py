@@ -153,6 +153,39 @@ def test_zeros_read_before_the_controller_stopped_are_no_evidence_of_no_controll
     assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
 
 
+def test_dedicated_kraft_controllers_count_for_the_controller_and_are_not_brokers():
+    """A KRaft cluster with dedicated controllers 100-102 (listed under ``jmx``, as docs/collectors.md says):
+    only they have ``kafka.controller`` beans, and the cluster's broker list never names them. They used to
+    be brokers that the metadata called down: KafkaBrokerDown paged for each, and the count was unknown."""
+    analysis = ReplicationAnalysis(stale_after_s=45, forget_after_s=15)
+    for t in (0, 5, 10, 15):
+        analysis.observe(
+            [*registered(t, (1, 2, 3)), *(gauge(names.PARTITION_COUNT, t, b, 10) for b in (1, 2, 3))]
+            + [gauge(names.ACTIVE_CONTROLLER, t, b, int(b == 100)) for b in (100, 101, 102)]
+        )
+    m = metrics(analysis)
+    assert {labels[1]: v for (name, labels), v in m.items() if name == "kobs_broker_up"} == {
+        "1": 1,
+        "2": 1,
+        "3": 1,
+    }
+    assert m["kobs_cluster_active_controllers", ("c",)] == 1
+    # Controller 100 hangs after 15 s; 101 takes over, read at 20 s: one controller.
+    analysis.observe(
+        registered(20, (1, 2, 3)) + [gauge(names.ACTIVE_CONTROLLER, 20, b, int(b == 101)) for b in (101, 102)]
+    )
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 1
+    # 101 hangs too (no quorum): 102 keeps reading 0; once the others are silent past 45 s, none.
+    analysis.observe(
+        [
+            o
+            for t in range(25, 71, 5)
+            for o in (*registered(t, (1, 2, 3)), gauge(names.ACTIVE_CONTROLLER, t, 102, 0))
+        ]
+    )
+    assert metrics(analysis)["kobs_cluster_active_controllers", ("c",)] == 0
+
+
 def test_a_state_stored_before_the_controller_handover_fields_reads_back():
     old = ReplicationAnalysis()
     old.observe([gauge(names.ACTIVE_CONTROLLER, 0, b, int(b == 1)) for b in (1, 2)])
