@@ -1,6 +1,8 @@
 """A real Apache Kafka cluster on loopback: N nodes, each its own JVM, from the jars setup resolved.
 
-KRaft by default (``kafka`` jar set): every node is broker and controller, the quorum is the N nodes.
+KRaft by default (``kafka`` jar set): every node is broker and controller, the quorum is the N nodes; with
+``controllers=M`` the N nodes are brokers only and M more (ids from 101) are the quorum, controllers only
+(Kafka's layout for production clusters).
 With ``zookeeper=`` (``host:port/chroot``; Kafka creates the chroot) the cluster runs in ZooKeeper mode
 instead (``kafka-zk`` jar set, Kafka 3.9, the last line that has it, logging through reload4j): brokers
 register in ZooKeeper, one of them is the controller, and partition states are znodes real brokers write.
@@ -143,7 +145,7 @@ class KafkaNode(ManagedProcess):
             f"kafka-{node_id}",
             argv,
             run_dir,
-            self._registered,
+            self._ready,
             start_timeout_s=90,
             ports=(port, jmx_port, *other_ports),
         )
@@ -156,7 +158,7 @@ class KafkaNode(ManagedProcess):
     def jmx_address(self) -> str:
         return f"{HOST}:{self.jmx_port}"
 
-    def _registered(self) -> bool:
+    def _ready(self) -> bool:
         """The node answers a metadata request that lists itself (registered and not fenced)."""
         if not tcp_ready(self.port)():
             return False
@@ -165,6 +167,28 @@ class KafkaNode(ManagedProcess):
         except Exception:  # KafkaException while the node is still joining
             return False
         return self.node_id in metadata.brokers
+
+
+class KafkaController(KafkaNode):
+    """A dedicated KRaft controller: no client listener (``port`` is its controller listener's), ready once
+    that accepts connections."""
+
+    def __init__(
+        self, node_id: int, run_dir: Path, voters: str, port: int, jmx_port: int, settings: Mapping, heap: str
+    ):
+        properties = {
+            **settings,  # the cluster's: the controller fences brokers after broker.session.timeout.ms
+            "process.roles": "controller",
+            "node.id": node_id,
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://{HOST}:{port}",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+        }
+        super().__init__(node_id, run_dir, properties, "kafka", port, jmx_port, heap=heap)
+
+    def _ready(self) -> bool:
+        return tcp_ready(self.port)()
 
 
 class KafkaCluster:
@@ -178,12 +202,16 @@ class KafkaCluster:
         settings: Mapping[str, object] | None = None,
         heap: str = "384m",
         secure: bool = False,
+        controllers: int = 0,
     ):
-        """``secure``: also the SASL/SCRAM, TLS and SASL+TLS listeners (KRaft only; see the module)."""
+        """``secure``: also the SASL/SCRAM, TLS and SASL+TLS listeners (KRaft only; see the module);
+        ``controllers``: that many dedicated controller nodes (plain KRaft only), 0 for combined nodes."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if secure and zookeeper:
             raise ValueError("secure listeners are made for KRaft clusters only (SCRAM users at format time)")
+        if controllers and (secure or zookeeper):
+            raise ValueError("dedicated controllers are made for plain KRaft clusters only")
         self.run_dir = Path(run_dir)
         self.secure = secure
         self.pki: Pki | None = make_pki(self.run_dir / "tls") if secure else None
@@ -205,7 +233,13 @@ class KafkaCluster:
         ids = range(1, nodes + 1)
         ports = {i: (free_port(), free_port(), free_port()) for i in ids}  # client, controller, JMX
         secure_ports = {i: {name: free_port() for name in SECURE_LISTENERS} if secure else {} for i in ids}
-        voters = ",".join(f"{i}@{HOST}:{ports[i][1]}" for i in ids)
+        dedicated = {i: (free_port(), free_port()) for i in range(101, 101 + controllers)}  # controller, JMX
+        quorum = {i: port for i, (port, _) in dedicated.items()} or {i: ports[i][1] for i in ids}
+        voters = ",".join(f"{i}@{HOST}:{port}" for i, port in quorum.items())
+        self.controllers = {
+            i: KafkaController(i, self.run_dir, voters, port, jmx, base, heap)
+            for i, (port, jmx) in dedicated.items()
+        }  # dedicated controllers; combined nodes are in ``nodes``
         self.nodes: dict[int, KafkaNode] = {}
         self.paused: set[int] = set()
         for i in ids:
@@ -223,16 +257,17 @@ class KafkaCluster:
             else:
                 secured = "".join(f",{name}://{HOST}:{port}" for name, port in secure_ports[i].items())
                 protocols = "".join(f",{name}:{name}" for name in secure_ports[i])
+                own_controller = "" if controllers else f",CONTROLLER://{HOST}:{controller}"
                 props = {
-                    "process.roles": "broker,controller",
+                    "process.roles": "broker" if controllers else "broker,controller",
                     "node.id": i,
                     "controller.quorum.voters": voters,
                     "controller.listener.names": "CONTROLLER",
-                    "listeners": f"PLAINTEXT://{HOST}:{client},CONTROLLER://{HOST}:{controller}{secured}",
+                    "listeners": f"PLAINTEXT://{HOST}:{client}{own_controller}{secured}",
                     "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
                 }
                 props["advertised.listeners"] = f"PLAINTEXT://{HOST}:{client}{secured}"
-                other = (controller, *secure_ports[i].values())
+                other = () if controllers else (controller, *secure_ports[i].values())
                 if self.pki is not None:
                     props.update(security_properties(self.pki))
             props.setdefault("advertised.listeners", f"PLAINTEXT://{HOST}:{client}")
@@ -275,11 +310,12 @@ class KafkaCluster:
     def start(self, progress: Callable[[str], None] = lambda _step: None) -> KafkaCluster:
         if not self.zookeeper:
             self._format()
-        progress(f"starting Apache Kafka {self.version}: {len(self.nodes)} nodes ...")
+        dedicated = f" and {len(self.controllers)} controllers" if self.controllers else ""
+        progress(f"starting Apache Kafka {self.version}: {len(self.nodes)} nodes{dedicated} ...")
         try:
-            for node in self.nodes.values():
+            for node in self._every_node():
                 node.launch()
-            for node in self.nodes.values():
+            for node in self._every_node():
                 node.wait_ready()
         except BaseException:
             self.stop()
@@ -289,7 +325,7 @@ class KafkaCluster:
     def _format(self) -> None:
         """Write each node's KRaft storage metadata (``kafka-storage format``), all nodes at once."""
         runs = []
-        for node in self.nodes.values():
+        for node in self._every_node():
             if (node.data_dir / "meta.properties").exists():
                 continue
             argv = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", jvm.classpath(self.profile)]
@@ -329,11 +365,16 @@ class KafkaCluster:
         node.start()
 
     def stop(self) -> None:
-        """Ends every node; all are told at once, since a KRaft node shutting down waits for the quorum."""
-        for node in self.nodes.values():
-            node.send_signal(signal.SIGTERM)
-        for node in self.nodes.values():
-            node.stop()
+        """Ends every node; all are told at once, since a KRaft node shutting down waits for the quorum
+        (dedicated controllers after the brokers, whose controlled shutdown asks them)."""
+        for group in (self.nodes.values(), self.controllers.values()):
+            for node in group:
+                node.send_signal(signal.SIGTERM)
+            for node in group:
+                node.stop()
+
+    def _every_node(self) -> list[KafkaNode]:
+        return [*self.controllers.values(), *self.nodes.values()]
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

@@ -29,6 +29,7 @@ MAIN_CLASSES = {
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
 }
 
 
@@ -177,6 +178,16 @@ def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:
         _, partition, offset = line.rsplit(":", 2)
         found[int(partition)] = int(offset)
     return found
+
+
+def quorum_status(bootstrap: str) -> dict[str, str]:
+    """``kafka-metadata-quorum describe --status`` (KRaft): its ``Key: value`` lines, e.g. ``LeaderId``."""
+    output = run_tool("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
+    return {
+        key.strip(): value.strip()
+        for key, sep, value in (line.partition(":") for line in output.splitlines())
+        if sep
+    }
 
 
 def jmx_values(address: str, *object_names: str) -> dict[str, float]:
