@@ -1,6 +1,7 @@
 """``peers.lifeline``: servers started through ``peers.process`` end when the Python process that started
-them is SIGKILLed (no ``atexit``, no signal handler runs), a hung (SIGSTOPped) one too, and so do those
-started before someone ended the watchdog itself; the kernel's /proc says which processes remain."""
+them is SIGKILLed (no ``atexit``, no signal handler runs): a hung (SIGSTOPped) one too, one started from a
+thread that has ended, and those started before someone ended the watchdog itself; the kernel's /proc says
+which processes remain."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from sockets import descendants
 
 OWNER = """
-import signal, sys, time
+import signal, sys, threading, time
 from pathlib import Path
 from peers.process import ManagedProcess
 
@@ -26,7 +27,11 @@ servers[1].send_signal(signal.SIGSTOP)  # a hung server
 server("stopped").stop()  # stopped by its owner
 print(*(s.pid for s in servers), flush=True)
 sys.stdin.readline()  # meanwhile the watchdog is killed
-print(server("sleeper-3").pid, flush=True)
+later = []  # started from a thread that then ends, as the demo's incidents restart a broker
+thread = threading.Thread(target=lambda: later.append(server("sleeper-3")))
+thread.start()
+thread.join()
+print(later[0].pid, flush=True)
 time.sleep(600)
 """
 
