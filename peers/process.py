@@ -117,6 +117,11 @@ class ManagedProcess:
         return self._proc.pid if self._proc else None
 
     @property
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (negative: the signal that ended it), else None."""
+        return self._proc.poll() if self._proc else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
@@ -28,13 +23,12 @@ from exposition import scrape
 from common.contract import decode
 from peers.kafka import KafkaCluster
 from peers.process import free_port
+from peers.stack import KobsCommand
 from simulator.runtime import Runtime
 from simulator.scenario import Simulation, load_scenario
 
 pytestmark = pytest.mark.peers
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = os.environ | {"PYTHONPATH": str(ROOT)}
 OUTAGE_S = 120.0
 INTERVAL_S = 3  # the collector's metrics interval: a scrape of each exporter page every 3 s
 RECORDS = ("kobs_pipeline_input_records_total", (("query", "stream"),))
@@ -50,11 +44,11 @@ def _served(url: str) -> dict:
     return {}
 
 
-def _wait(what: str, until, processes: dict[str, subprocess.Popen], logs: Path, timeout_s: float = 300):
+def _wait(what: str, until, processes: dict[str, KobsCommand], timeout_s: float = 300):
     deadline = time.monotonic() + timeout_s
     while not (found := until()):
         for name, process in processes.items():
-            assert process.poll() is None, f"{name} exited: " + (logs / f"{name}.log").read_text()[-3000:]
+            assert process.running, f"{name} exited: {process.log_tail(40)}"
         assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f} s"
         time.sleep(0.5)
     return found
@@ -92,34 +86,36 @@ def test_a_two_minute_outage_of_every_broker_loses_and_repeats_nothing(tmp_path)
         Runtime(Simulation(load_scenario("consumer-groups"))) as simulated,
     ):
         exporters = [{"broker_id": b, "url": e.url} for b, e in simulated.brokers.items()]
+        ports = {"collect": free_port(), "stream": free_port()}  # its own metrics; the derived exporter
         doc = {
             "clusters": [{"name": "sim", "exporters": exporters}],
             "metrics_topic": {"name": topic, "bootstrap_servers": [kafka.bootstrap]},
             "intervals": {"metrics_s": INTERVAL_S},
             "sinks": {
                 "run_dir": str(tmp_path / "run"),
-                "self_metrics_address": f"127.0.0.1:{free_port()}",
-                "exporter_address": f"127.0.0.1:{free_port()}",
+                "self_metrics_address": f"127.0.0.1:{ports['collect']}",
+                "exporter_address": f"127.0.0.1:{ports['stream']}",
             },
         }
         config = tmp_path / "kobs.yaml"
         config.write_text(yaml.safe_dump(doc))
-        collector_url, stream_url = (
-            f"http://{doc['sinks'][key]}/metrics" for key in ("self_metrics_address", "exporter_address")
-        )
-        processes = {}
-        for name in ("collect", "stream"):
-            with open(tmp_path / f"{name}.log", "wb") as log:
-                command = [sys.executable, "-m", "kobs.cli", name, "--config", str(config)]
-                processes[name] = subprocess.Popen(command, env=ENV, stdout=log, stderr=log)
+        urls = {name: f"http://127.0.0.1:{port}/metrics" for name, port in ports.items()}
+        collector_url, stream_url = urls["collect"], urls["stream"]
+        # Each in a process group of its own, ended by the test's lifeline if pytest dies (peers.process).
+        processes = {
+            name: KobsCommand(tmp_path, [name, "--config", str(config)], urls[name], port)
+            for name, port in ports.items()
+        }
         try:
+            for process in processes.values():
+                process.launch()
             read_before = _wait(
-                "the stream reads", lambda: _served(stream_url).get(RECORDS, 0) >= 5, processes, tmp_path
+                "the stream reads", lambda: _served(stream_url).get(RECORDS, 0) >= 5, processes
             )
             kafka.kill(1)
             time.sleep(OUTAGE_S)
             for name, process in processes.items():
-                assert process.poll() is None, f"{name} exited during the outage"
+                assert process.running, f"{name} exited during the outage: {process.log_tail(40)}"
             during = _served(collector_url)
             assert during[SPOOLED] > 0  # the scrapes of the outage wait in the spool
             assert _served(stream_url)[RECORDS] >= read_before  # the stream still serves its last state
@@ -133,23 +129,20 @@ def test_a_two_minute_outage_of_every_broker_loses_and_repeats_nothing(tmp_path)
                     and m[("kobs_collector_spool_bytes", ())] == 0
                 ),
                 processes,
-                tmp_path,
             )
-            processes["collect"].send_signal(signal.SIGTERM)
-            assert processes["collect"].wait(timeout=60) == 0
+            processes["collect"].stop(timeout_s=60)  # SIGTERM: it flushes and exits
+            assert processes["collect"].returncode == 0
             records = _records(kafka.bootstrap, topic)
             _wait(
                 "the stream reads every record",
                 lambda: _served(stream_url).get(RECORDS) == len(records),
                 {"stream": processes["stream"]},
-                tmp_path,
             )
             dead_letters = _served(stream_url)[("kobs_pipeline_dead_letters_total", (("query", "stream"),))]
         finally:
             for process in processes.values():
-                if process.poll() is None:
-                    process.send_signal(signal.SIGTERM)
-            codes = {name: process.wait(timeout=60) for name, process in processes.items()}
+                process.stop(timeout_s=60)
+            codes = {name: process.returncode for name, process in processes.items()}
         assert codes == {"collect": 0, "stream": 0}
     # Nothing twice: no record arrived more than once (a replayed duplicate has the same bytes). Nothing lost:
     # each page was scraped every interval all through the outage, and every scrape is on the topic.
