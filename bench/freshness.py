@@ -1,12 +1,13 @@
-"""``kobs bench freshness``: in the demo, how long after a collector's sample time its data is visible on the
-derived exporter of ``kobs stream``, against the part of that before Spark.
+"""``kobs bench freshness``: in the demo, or in a running deployment (``--config``), how long after a
+collector's sample time its data is visible on the derived exporter of ``kobs stream``, against the part of
+that before Spark.
 
-It starts the demo's embedded stack (``peers.stack.EmbeddedStack``: the real three-node Kafka cluster with
-real traffic and Kafka's Java producer, the simulated fleet in real time with its ZooKeeper, ``kobs collect``
-and ``kobs stream`` with their defaults) without the parts that only read the exporter (Prometheus,
-Alertmanager, the app), and without incidents. Spark's warm-up is left out: the measurement starts once the
-first micro-batch is done and the stream has worked off what queued meanwhile (every source's newest scrape
-read from the topic by the first micro-batch is visible). Then, for ``--seconds``, it
+By default it starts the demo's embedded stack (``peers.stack.EmbeddedStack``: the real three-node Kafka
+cluster with real traffic and Kafka's Java producer, the simulated fleet in real time with its ZooKeeper,
+``kobs collect`` and ``kobs stream`` with their defaults) without the parts that only read the exporter
+(Prometheus, Alertmanager, the app), and without incidents. Spark's warm-up is left out: the measurement
+starts once the first micro-batch is done and the stream has worked off what queued meanwhile (every
+source's newest scrape read from the topic by the first micro-batch is visible). Then, for ``--seconds``, it
 - polls the derived exporter every ``POLL_S`` for ``kobs_source_last_seen_timestamp_seconds{cluster,
   source}``, which the pipeline sets in the same ``Pipeline.record`` as the analyses' metrics, just after
   them: a scrape is visible once its source's gauge reaches its sample time (``bench.visibility``);
@@ -18,8 +19,10 @@ read from the topic by the first micro-batch is visible). Then, for ``--seconds`
 Scrapes from the last seconds get ``DRAIN_S`` more to become visible. It prints freshness p50/p95/max of
 both, the collectors' part (sample time -> handed to the producer) per kind of source, what the stream adds
 (split at the start of the pipeline of the micro-batch that showed each scrape, from
-``kobs_pipeline_last_batch_timestamp_seconds`` and ``..._batch_duration_seconds``) and the verdicts against
-the targets (issue 5: p95 <= 10 s, issue 13: <= 5 s).
+``kobs_pipeline_last_batch_timestamp_seconds`` and ``..._batch_duration_seconds``) and, in the demo, the
+verdicts against the targets (issue 5: p95 <= 10 s, issue 13: <= 5 s). With ``--config`` it starts nothing:
+it reads the deployment's metrics topic from its end and polls its exporter, so the window starts once a
+micro-batch is done and the scrapes read from then on are visible.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.visibility import (
@@ -57,11 +60,17 @@ from bench.visibility import (
 )
 from collectors.offsets import SOURCE as OFFSETS
 from common import jars
-from common.config import Config
+from common.config import Config, load_config
 from common.contract import ContractError, parse
 from common.kafka_clients import metrics_topic_settings
 from peers.stack import EmbeddedStack
 
+DEMO_STACK = (
+    f"the demo stack (three Kafka {jars.version('kafka')} nodes with real traffic and a Java producer, the "
+    "simulated fleet in real time with ZooKeeper, kobs collect, kobs stream on local[2] with its default "
+    "trigger, each micro-batch as soon as the previous one ends; not started: Prometheus, Alertmanager and "
+    "the app, which only read the exporter)"
+)
 HELP = "p95 freshness in the demo: collector sample time -> derived metric visible on kobs stream's exporter"
 TARGETS_S = {"issue 5": 10.0, "issue 13": 5.0}  # p95 freshness in the demo
 POLL_S = 0.2  # exporter polls: the resolution of a visible time
@@ -83,6 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long to measure, once the stream has caught up after its first micro-batch "
         "(default: %(default)g)",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="measure a deployment that is already running instead: the configuration its kobs collect "
+        "and kobs stream run with (kobs demo prints the path of its own). The metrics topic is read from "
+        "its end and nothing is started or stopped; the demo's targets are not applied",
+    )
 
 
 def _positive(text: str) -> float:
@@ -97,31 +114,60 @@ def _positive(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
+    try:
+        if args.config:
+            measured = _measure_deployment(load_config(args.config), args.seconds)
+        else:
+            measured = _measure_demo(args.seconds)
+    except NotMeasured as exc:
+        print(f"kobs bench freshness: {exc}; load average now {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        return 1
+    _report(measured, args.seconds, load_before, targets=TARGETS_S if args.config is None else {})
+    return 0 if measured.freshness.visible else 1
+
+
+def _measure_demo(seconds: float) -> _Measured:
+    """Start the demo's stack (no observers, no incidents), measure, stop it."""
     with tempfile.TemporaryDirectory(prefix="kobs-bench-freshness-") as tmp:
-        stack = EmbeddedStack(Path(tmp), observers=False)
-        done, records = threading.Event(), queue.SimpleQueue()
-        threads: list[threading.Thread] = []
+        stack, done, simulating = EmbeddedStack(Path(tmp), observers=False), threading.Event(), None
         try:
             began = time.monotonic()
             stack.start(progress=lambda _step: None)
-            threads = [_thread(_simulate, stack, done), _thread(_read_topic, stack.config, records, done)]
-            url = f"http://{stack.config.sinks.exporter_address}/metrics"
-            started_s = time.monotonic() - began
-            _print_settings(stack.config, started_s)
-            first_batch_s = _first_batch(url)
-            print(f"first micro-batch done {time.monotonic() - began - started_s:.1f} s later", flush=True)
-            measured = _measure(url, records, first_batch_s, args.seconds)
-            print(f"caught up {measured.started_s - first_batch_s:.1f} s after the first micro-batch")
-        except NotMeasured as exc:
-            print(f"kobs bench freshness: {exc}; load average now {os.getloadavg()[0]:.1f}", file=sys.stderr)
-            return 1
+            simulating = _thread(_simulate, stack, done)
+            _print_settings(stack.config, f"{DEMO_STACK} started in {time.monotonic() - began:.1f} s")
+            return _observe(stack.config, OFFSET_BEGINNING, seconds)
         finally:
             done.set()
-            for thread in threads:
-                thread.join(timeout=30)
+            if simulating:
+                simulating.join(timeout=30)
             stack.stop()
-    _report(measured, args.seconds, load_before)
-    return 0 if measured.freshness.visible else 1
+
+
+def _measure_deployment(config: Config, seconds: float) -> _Measured:
+    """Measure the running ``kobs collect`` and ``kobs stream`` of ``config``: scrapes produced from now."""
+    _print_settings(
+        config, f"a running deployment, its metrics topic {config.metrics_topic.name} read from its end"
+    )
+    return _observe(config, OFFSET_END, seconds)
+
+
+def _observe(config: Config, start_offset: int, seconds: float) -> _Measured:
+    """Read the metrics topic from ``start_offset`` (the baseline) while polling the exporter: wait for a
+    micro-batch, then measure."""
+    done, records = threading.Event(), queue.SimpleQueue()
+    url = f"http://{config.sinks.exporter_address}/metrics"
+    _poll(url)  # says so at once if nothing answers there
+    reading = _thread(_read_topic, config, start_offset, records, done)
+    try:
+        began = time.monotonic()
+        first_batch_s = _first_batch(url)
+        print(f"first micro-batch seen done {time.monotonic() - began:.1f} s later", flush=True)
+        measured = _measure(url, records, first_batch_s, seconds)
+        print(f"caught up {measured.started_s - first_batch_s:.1f} s after the first micro-batch")
+        return measured
+    finally:
+        done.set()
+        reading.join(timeout=30)
 
 
 class NotMeasured(Exception):
@@ -149,9 +195,10 @@ def _simulate(stack: EmbeddedStack, done: threading.Event) -> None:
         stack.simulation.run(speed=1.0, duration_s=None, on_tick=stop_when_done)
 
 
-def _read_topic(config: Config, records: queue.SimpleQueue, done: threading.Event) -> None:
-    """The baseline: read the metrics topic from the start; put (source, sample time, produced, readable,
-    offsets samples) on ``records`` for every valid record, the wall time it was read as readable."""
+def _read_topic(config: Config, start: int, records: queue.SimpleQueue, done: threading.Event) -> None:
+    """The baseline: read the metrics topic from offset ``start``; put (source, sample time, produced,
+    readable, offsets samples) on ``records`` for each valid record, the wall time it was read as readable;
+    or a ``NotMeasured`` saying why the topic cannot be read."""
     settings = metrics_topic_settings(config)
     consumer = Consumer(
         settings
@@ -163,8 +210,15 @@ def _read_topic(config: Config, records: queue.SimpleQueue, done: threading.Even
     )
     try:
         topic = config.metrics_topic.name
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        try:
+            listed = consumer.list_topics(topic, timeout=10).topics[topic]
+            partitions, error = listed.partitions, listed.error
+        except KafkaException as exc:
+            partitions, error = {}, exc.args[0]
+        if not partitions:
+            records.put(NotMeasured(f"the metrics topic {topic} cannot be read: {error}"))
+            return
+        consumer.assign([TopicPartition(topic, p, start) for p in partitions])
         while not done.is_set():
             message = consumer.poll(0.1)  # returns as soon as a message is there
             readable_s = time.time()
@@ -190,8 +244,14 @@ class _Page(NamedTuple):
 
 
 def _poll(url: str) -> _Page:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        lines = response.read().decode().splitlines()
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            lines = response.read().decode().splitlines()
+    except OSError as exc:
+        why = getattr(exc, "reason", exc)  # a URLError's own
+        raise NotMeasured(
+            f"kobs stream's exporter at {url} did not answer ({why}): is kobs stream running?"
+        ) from None
     text = "\n".join(line for line in lines if line.startswith((HANDLE, DERIVED, LAST_BATCH, DURATION)))
     handle, lag, last = {}, {}, {}
     for family in text_string_to_metric_families(text):
@@ -245,7 +305,10 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
                 shown[t_s] = page.lag
         batches[at_s] = page.batch
         while not records.empty():
-            source, t_s, produced_s, readable_s, samples = records.get()
+            record = records.get()
+            if isinstance(record, NotMeasured):
+                raise record
+            source, t_s, produced_s, readable_s, samples = record
             arrivals.add(source, t_s, produced_s, readable_s)
             if samples:
                 offsets.setdefault(t_s, []).extend(samples)
@@ -276,15 +339,11 @@ def _measure(url: str, records: queue.SimpleQueue, first_s: float, seconds: floa
     )
 
 
-def _print_settings(config: Config, started_s: float) -> None:
+def _print_settings(config: Config, measuring: str) -> None:
     intervals, batch = config.intervals, config.metrics_topic.max_records_per_batch
     print(
-        f"demo stack (three Kafka {jars.version('kafka')} nodes with real traffic and a Java producer, "
-        f"the simulated fleet in real time with ZooKeeper, kobs collect, kobs stream on local[2]; not "
-        f"started: Prometheus, Alertmanager and the app, which only read the exporter) started in "
-        f"{started_s:.1f} s\n"
-        f"kobs stream trigger: its default, each micro-batch as soon as the previous one ends (no "
-        f"--trigger-seconds), records per batch: {batch or 'unlimited'}\n"
+        f"measuring {measuring}\n"
+        f"kobs stream records per batch (metrics_topic.max_records_per_batch): {batch or 'unlimited'}\n"
         f"collector intervals: metrics {intervals.metrics_s:g} s, offsets {intervals.offsets_s:g} s, "
         f"metadata and ZooKeeper ISR {intervals.metadata_s:g} s, producers {intervals.producers_s:g} s",
         flush=True,
@@ -299,7 +358,10 @@ def _slowest(kinds: dict[str, list[float]]) -> str:
     )
 
 
-def _report(measured: _Measured, seconds: float, load_before: tuple[float, float, float]) -> None:
+def _report(
+    measured: _Measured, seconds: float, load_before: tuple[float, float, float], targets: dict[str, float]
+) -> None:
+    """Print the figures, and the verdict against each of ``targets`` (p95 seconds by issue)."""
     result, (held, known) = measured.freshness, measured.lag_agrees
     load = "/".join(f"{x:.1f}" for x in load_before), "/".join(f"{x:.1f}" for x in os.getloadavg())
     unseen = f", {result.unseen} read but not visible {DRAIN_S:g} s after the end" if result.unseen else ""
@@ -336,6 +398,6 @@ def _report(measured: _Measured, seconds: float, load_before: tuple[float, float
         + "\n".join(
             f"target ({issue}): p95 freshness <= {target:g} s in the demo: {visible.p95:.2f} s — "
             f"{'pass' if visible.p95 <= target else 'missed'}"
-            for issue, target in TARGETS_S.items()
+            for issue, target in targets.items()
         )
     )
