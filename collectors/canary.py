@@ -26,7 +26,15 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
-from confluent_kafka import Consumer, ElectionType, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -263,18 +271,23 @@ class Canary:
 
     def check_topic(self, admin: AdminClient) -> dict[int, str]:
         """Create the topic or add the partitions it lacks, elect preferred leaders where another replica
-        leads; returns partition -> preferred leader."""
+        leads; returns partition -> preferred leader (none from the check that creates the topic)."""
         topic, timeout = self.settings.topic, ADMIN_TIMEOUT_S
         metadata = admin.list_topics(timeout=timeout)
         brokers = list(metadata.brokers)
         found = metadata.topics.get(topic)
-        if found is None or found.error is not None:
+        unknown = found is None or (found.error and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+        if unknown:
             factor = min(self.settings.replication_factor or 3, len(brokers))
             replicas = assignment(brokers, factor)
             new = NewTopic(topic, len(replicas), replica_assignment=replicas)  # the count is required too
             admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
             log.info("canary: created %s with %d partitions on %s", topic, len(brokers), self.cluster.name)
-            return self.check_topic(admin)  # its leaders as the cluster reports them
+            return {}  # its leaders at the next check
+        if found.error is not None and found.error.code() == KafkaError.LEADER_NOT_AVAILABLE:
+            return {}  # just created: its leaders are being elected
+        if found.error is not None:  # TOPIC_AUTHORIZATION_FAILED and the like
+            raise KafkaException(found.error)
         partitions = found.partitions
         preferred = {p: m.replicas[0] for p, m in partitions.items() if m.replicas}
         missing = without_partition(preferred.values(), brokers)
