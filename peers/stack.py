@@ -109,6 +109,7 @@ class EmbeddedStack:
     simulation: Runtime | None = None
     traffic: Traffic | None = None
     app_url: str | None = None  # where the app (and the runbooks the alerts link to) is served
+    _stops: list[Callable[[], None]] = field(default_factory=list)  # what started, in that order
 
     def start(self, progress: Callable[[str], None] = print) -> EmbeddedStack:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,7 @@ class EmbeddedStack:
 
     def _start(self, progress: Callable[[str], None]) -> None:
         self.kafka = KafkaCluster(self.run_dir / "kafka")
+        self._stops.append(self.kafka.stop)
         self.kafka.start(progress)
         bootstrap = self.kafka.bootstrap
         names = ("exporter", "self-metrics", "app", "prometheus", "alertmanager")
@@ -158,6 +160,7 @@ class EmbeddedStack:
             zookeeper = self._add(ZooKeeper(self.run_dir, pick_port("zookeeper")))
             progress("starting the simulated fleet (30 brokers, 3,000 partitions) ...")
             self.simulation = Runtime(Simulation(load_scenario("fleet")), zookeeper=zookeeper.connect)
+            self._stops.append(self.simulation.stop)
             self.simulation.start()
             clusters.append(
                 {
@@ -188,6 +191,7 @@ class EmbeddedStack:
         progress(f"starting real traffic on {traffic.topic}: a producer, a healthy and a lagging group ...")
         create_topic(bootstrap, traffic.topic, traffic.partitions, replication_factor=3)
         self.traffic = Traffic(bootstrap, traffic).start()
+        self._stops.append(self.traffic.stop)
         if self.observers:
             self._start_observers(sinks, ports, progress)
         config = ["--config", str(config_path)]
@@ -203,6 +207,7 @@ class EmbeddedStack:
 
     def _start_observers(self, sinks: dict, ports: dict[str, int], progress: Callable[[str], None]) -> None:
         self.pager = Pager(self.on_notification).start()
+        self._stops.append(self.pager.stop)
         progress("starting Alertmanager (pages and tickets go to the demo's pager) ...")
         routing = routed_to(self.pager.url, self.group_wait, self.group_interval)
         self.alertmanager = self._add(Alertmanager(self.run_dir, routing, port=ports["alertmanager"]))
@@ -230,6 +235,7 @@ class EmbeddedStack:
 
     def _add(self, process: ManagedProcess) -> ManagedProcess:
         self.processes.append(process)
+        self._stops.append(process.stop)
         return process.start()
 
     def endpoints(self) -> list[tuple[str, str]]:
@@ -237,17 +243,11 @@ class EmbeddedStack:
         return self.simulation.endpoints() if self.simulation else []
 
     def stop(self) -> None:
-        if self.traffic:
-            self.traffic.stop()
-        if self.simulation:
-            self.simulation.stop()
-        for process in reversed(self.processes):
-            with contextlib.suppress(Exception):
-                process.stop()
-        if self.kafka:
-            self.kafka.stop()
-        if self.pager:
-            self.pager.stop()
+        """Stop what started, the last first: what reads before what it reads (kobs collect before the
+        fleet it scrapes, which it would report down), Kafka last."""
+        while self._stops:
+            with contextlib.suppress(Exception):  # one that fails to stop must not keep the rest running
+                self._stops.pop()()
 
     def describe(self) -> list[tuple[str, str]]:
         """(what, where) rows for people: addresses, URLs, PIDs and the run directory."""
