@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 from sockets import descendants
+from waiting import wait_for
 
 from bench.capacity import ROWS, new_topic
 
@@ -57,7 +58,9 @@ def test_a_rows_topic_deleted_already_ends_the_row_cleanly(kafka_cluster):
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     with new_topic(kafka_cluster.bootstrap, ROWS[0]) as topic:
         admin.delete_topics([topic])[topic].result(timeout=60)
-    assert topic not in admin.list_topics(timeout=30).topics
+    # The controller answers once the deletion is committed; each broker's metadata learns it a moment later.
+    gone = wait_for(lambda: topic not in admin.list_topics(timeout=30).topics, timeout_s=30, every_s=0.5)
+    assert gone, admin.list_topics(timeout=30).topics.get(topic)
 
 
 def _cmdline(pid: int) -> bytes:
