@@ -255,7 +255,7 @@ class _Page(NamedTuple):
 
 def _poll(url: str) -> _Page:
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=30) as response:  # a loaded machine answers late
             lines = response.read().decode().splitlines()
     except OSError as exc:
         why = getattr(exc, "reason", exc)  # a URLError's own

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -102,10 +101,6 @@ def test_a_peer_that_cannot_start_says_why(tmp_path):
         broken.start()
 
 
-@pytest.mark.spark
-# On a busy 2-core machine: ~100 s to start, up to ~260 s to the first micro-batch, and a run where the
-# stream's batches took 70-110 s each needed ~300 s more to work off what queued meanwhile.
-@pytest.mark.timeout(1500)
 def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path):
     kobs = str(Path(sys.executable).with_name("kobs"))
     demo = subprocess.Popen(
@@ -162,13 +157,6 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         # Burrow's API, at the base URL a Burrow client is given, lists the demo's cluster.
         burrow_url = next(line.split()[-1] for line in lines if line.strip().startswith("burrow-api"))
         assert "demo" in http_json(f"{burrow_url}/v3/kafka")["clusters"]
-        # kobs bench freshness measures the running demo from the configuration file the demo printed.
-        config = next(line.split()[-1] for line in lines if line.strip().startswith("configuration"))
-        bench = subprocess.run(
-            [kobs, "bench", "freshness", "--config", config, "--seconds", "15", "--catch-up-seconds", "600"],
-            capture_output=True, text=True, timeout=1140,
-        )  # fmt: skip
-        _check_freshness_output(bench)
         # Everything the demo started, Spark's JVM and Python workers included, listens on loopback only.
         assert not beyond_loopback(set(pids)), "listening beyond 127.0.0.1 (address, port, pid)"
     finally:  # a failed assertion must not leave the demo's servers running
@@ -176,34 +164,3 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         rest, _ = demo.communicate(timeout=60)
     assert demo.returncode == 0 and "everything it started has exited" in rest
     assert not any(pid_alive(pid) for pid in pids)
-
-
-def _figures(output: str, label: str) -> tuple[float, float, float]:
-    match = re.search(rf"{label}: p50 ([\d.]+) s, p95 ([\d.]+) s, max ([\d.]+) s", output)
-    assert match, f"no {label!r} line in:\n{output}"
-    return tuple(float(x) for x in match.groups())
-
-
-def _check_freshness_output(result: subprocess.CompletedProcess) -> None:
-    """What ``kobs bench freshness --seconds 15`` printed about the demo. No timing is asserted."""
-    output = result.stdout
-    assert result.returncode == 0, output + result.stderr
-    assert "a running deployment, its metrics topic kobs.metrics read from its end" in output
-    scrapes = re.search(r"measured 15 s once caught up: (\d+) scrapes of (\d+) sources", output)
-    # In 15 s the offsets source (every 10 s) and each simulated broker and producer (every 15 s) report.
-    assert scrapes and int(scrapes[1]) >= 4 and int(scrapes[2]) >= 3, output
-    produced, readable, visible = (
-        _figures(output, label)
-        for label in (
-            r"-> handed to the Kafka producer \(the records' timestamps\)",
-            r"-> record readable on the metrics topic \(a confluent-kafka consumer\)",
-            r"-> visible on the derived exporter",
-        )
-    )
-    assert 0 < produced[0] <= readable[0] < visible[0], output  # each stage comes after the one before
-    assert produced[2] <= readable[2] <= visible[2], output
-    assert re.search(r"p95 per kind of source: .*admin/offsets [\d.]+ s \(\d+\)", output), output
-    # the lag gauges change in the same micro-batch as the handle, for every offsets scrape
-    held, known = map(int, re.search(r"showed the lag of (\d+) of (\d+) offsets scrapes", output).groups())
-    assert known >= 1 and held == known, output
-    assert "target (" not in output  # the demo's targets are for a quiet demo stack, not applied here
