@@ -276,17 +276,17 @@ class Canary:
         metadata = admin.list_topics(timeout=timeout)
         brokers = list(metadata.brokers)
         found = metadata.topics.get(topic)
-        unknown = found is None or (found.error and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
-        if unknown:
+        error = found.error.code() if found is not None and found.error is not None else None
+        if found is None or error == KafkaError.UNKNOWN_TOPIC_OR_PART:
             factor = min(self.settings.replication_factor or 3, len(brokers))
             replicas = assignment(brokers, factor)
             new = NewTopic(topic, len(replicas), replica_assignment=replicas)  # the count is required too
             admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
             log.info("canary: created %s with %d partitions on %s", topic, len(brokers), self.cluster.name)
             return {}  # its leaders at the next check
-        if found.error is not None and found.error.code() == KafkaError.LEADER_NOT_AVAILABLE:
+        if error == KafkaError.LEADER_NOT_AVAILABLE:
             return {}  # just created: its leaders are being elected
-        if found.error is not None:  # TOPIC_AUTHORIZATION_FAILED and the like
+        if error is not None:  # TOPIC_AUTHORIZATION_FAILED and the like
             raise KafkaException(found.error)
         partitions = found.partitions
         preferred = {p: m.replicas[0] for p, m in partitions.items() if m.replicas}
