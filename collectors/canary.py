@@ -281,7 +281,12 @@ class Canary:
             factor = min(self.settings.replication_factor or 3, len(brokers))
             replicas = assignment(brokers, factor)
             new = NewTopic(topic, len(replicas), replica_assignment=replicas)  # the count is required too
-            admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
+            try:
+                admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                return {}  # a broker whose metadata lags had not heard of it yet: its leaders next time
             log.info("canary: created %s with %d partitions on %s", topic, len(brokers), self.cluster.name)
             return {}  # its leaders at the next check
         if error == KafkaError.LEADER_NOT_AVAILABLE:
