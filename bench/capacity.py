@@ -42,7 +42,6 @@ from peers.kafka import given_or_started
 from peers.kafka_tools import tool_argv
 from peers.stack import create_topic
 
-HELP = "the capacity model's records/s against kafka-producer/consumer-perf-test on a local 3-node Kafka"
 PARTITIONS = 6
 BATCH_BYTES = 16_384  # the Java producer's default batch.size, which the perf tool keeps
 TARGET = (2.0, 1.3)  # every row within x2 of the measurement, the median within x1.3 (issue 17)

@@ -39,7 +39,6 @@ from peers.tansu import TansuBroker
 from simulator.runtime import Runtime
 from simulator.scenario import Scenario, Simulation
 
-HELP = "one collector cycle (30 exporter endpoints, offsets of 100k partitions x 1k groups) and publish rate"
 CYCLE_TARGET_S = 10.0
 RSS_TARGET_MB = 500.0
 PUBLISH_TARGET = 200_000  # samples/s

@@ -71,10 +71,6 @@ DEMO_STACK = (
     "trigger, each micro-batch as soon as the previous one ends; not started: Prometheus, Alertmanager and "
     "the app, which only read the exporter)"
 )
-HELP = (
-    "p95 freshness in the demo, or a running deployment (--config): collector sample time -> derived metric "
-    "visible on kobs stream's exporter"
-)
 TARGETS_S = {"issue 5": 10.0, "issue 13": 5.0}  # p95 freshness in the demo
 POLL_S = 0.2  # exporter polls: the resolution of a visible time
 DRAIN_S = 30.0  # after --seconds, how long the last scrapes may take to become visible

@@ -20,7 +20,6 @@ from simulator.model import ClusterSettings, TopicSpec
 from simulator.producer import ProducerSpec
 from simulator.scenario import Event, Scenario, Simulation
 
-HELP = "simulated seconds per wall second of a 30-broker, 10,000-partition cluster (target: 10x real time)"
 TARGET = 10.0
 TOPICS = 10
 

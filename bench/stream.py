@@ -44,7 +44,6 @@ from spark_jobs.keyed import tune_gc
 from spark_jobs.pipeline import Pipeline
 from spark_jobs.stream import analyses, pipeline, quiet_stop, spark_session, start_query
 
-HELP = "samples/s of the streaming analyses on Spark against the same work in one Python process"
 TARGET_RATE = 250_000  # samples/s end to end on local[2] (issue 13)
 GOAL_RATE = 1_000_000  # the long-run goal (issue 5), which issue 13 keeps
 TARGET_RATIO = 0.5  # Spark against the baseline in samples/s (issue 5)

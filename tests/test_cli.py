@@ -35,6 +35,33 @@ def test_every_subcommand_has_help(name):
     assert result.returncode == 0 and result.stdout.startswith(f"usage: kobs {name}")
 
 
+@pytest.mark.parametrize(
+    "name, option",
+    [
+        ("capacity", "--json"),
+        ("collect", "--groups"),
+        ("freshness", "--config"),
+        ("simulate", "--tick"),
+        ("stream", "--master"),
+    ],
+)
+def test_every_benchmark_has_help_with_its_own_options(name, option):
+    result = kobs("bench", name, "--help")
+    assert result.returncode == 0 and result.stdout.startswith(f"usage: kobs bench {name}")
+    assert option in result.stdout
+
+
+def test_the_parser_of_every_command_loads_no_spark_or_pandas():
+    """A benchmark's module loads when its benchmark is parsed: `kobs --help` or `kobs collect` must not
+    pay for the Spark and pandas imports of `kobs bench stream` (about a second of every call)."""
+    check = (
+        "import sys; from kobs.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('pyspark', 'pandas') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
 def test_collect_documents_config_and_once():
     out = kobs("collect", "--help").stdout
     assert "--config" in out and "--once" in out
