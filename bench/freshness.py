@@ -163,7 +163,7 @@ def _observe(config: Config, start_offset: int, seconds: float, catch_up_s: floa
     done, records = threading.Event(), queue.SimpleQueue()
     url = f"http://{config.sinks.exporter_address}/metrics"
     _poll(url)  # says so at once if nothing answers there
-    reading = _thread(_read_topic, config, start_offset, records, done)
+    reading = _thread(_read_topic, _topic_reader(config, start_offset), records, done)
     try:
         began = time.monotonic()
         first_batch_s = _first_batch(url)
@@ -201,30 +201,34 @@ def _simulate(stack: EmbeddedStack, done: threading.Event) -> None:
         stack.simulation.run(speed=1.0, duration_s=None, on_tick=stop_when_done)
 
 
-def _read_topic(config: Config, start: int, records: queue.SimpleQueue, done: threading.Event) -> None:
-    """The baseline: read the metrics topic from offset ``start``; put (source, sample time, produced,
-    readable, offsets samples) on ``records`` for each valid record, the wall time it was read as readable;
-    or a ``NotMeasured`` saying why the topic cannot be read."""
-    settings = metrics_topic_settings(config)
+def _topic_reader(config: Config, start: int) -> Consumer:
+    """A consumer of every partition of the metrics topic from offset ``start`` (the baseline), or a
+    ``NotMeasured`` saying why the topic cannot be read."""
     consumer = Consumer(
-        settings
+        metrics_topic_settings(config)
         | {
             "group.id": "kobs-bench-freshness",  # never joined: partitions are assigned
             "enable.auto.commit": False,
             "fetch.wait.max.ms": FETCH_WAIT_MS,
         }
     )
+    topic = config.metrics_topic.name
     try:
-        topic = config.metrics_topic.name
-        try:
-            listed = consumer.list_topics(topic, timeout=10).topics[topic]
-            partitions, error = listed.partitions, listed.error
-        except KafkaException as exc:
-            partitions, error = {}, exc.args[0]
-        if not partitions:
-            records.put(NotMeasured(f"the metrics topic {topic} cannot be read: {error}"))
-            return
-        consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+        listed = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions, error = listed.partitions, listed.error
+    except KafkaException as exc:
+        partitions, error = {}, exc.args[0]
+    if not partitions:
+        consumer.close()
+        raise NotMeasured(f"the metrics topic {topic} cannot be read: {error}")
+    consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+    return consumer
+
+
+def _read_topic(consumer: Consumer, records: queue.SimpleQueue, done: threading.Event) -> None:
+    """Put (source, sample time, produced, readable, offsets samples) on ``records`` for each valid record
+    ``consumer`` reads, the wall time it was read as readable, until ``done``; then close it."""
+    try:
         while not done.is_set():
             message = consumer.poll(0.1)  # returns as soon as a message is there
             readable_s = time.time()
@@ -314,10 +318,7 @@ def _measure(
                 shown[t_s] = page.lag
         batches[at_s] = page.batch
         while not records.empty():
-            record = records.get()
-            if isinstance(record, NotMeasured):
-                raise record
-            source, t_s, produced_s, readable_s, samples = record
+            source, t_s, produced_s, readable_s, samples = records.get()
             arrivals.add(source, t_s, produced_s, readable_s)
             if samples:
                 offsets.setdefault(t_s, []).extend(samples)

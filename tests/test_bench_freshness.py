@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from derived_exporter import DerivedExporter
 
 from bench.visibility import (
     Appearances,
@@ -167,6 +168,27 @@ def test_a_deployment_whose_stream_does_not_answer_is_named_in_one_line(tmp_path
         f"kobs bench freshness: kobs stream's exporter at http://{exporter}/metrics did not"
     )
     assert "is kobs stream running?" in line
+
+
+@pytest.mark.peers
+def test_a_metrics_topic_kafka_does_not_have_is_named_in_one_line_before_any_wait(kafka_cluster, tmp_path):
+    """The exporter answers (a stand-in for kobs stream's, one whose first micro-batch has not ended: no
+    stream is needed to reach this check), but the configured metrics topic is not on the real cluster: said
+    at once, not after waiting for a micro-batch."""
+    config = tmp_path / "kobs.yaml"
+    with DerivedExporter(series={"kobs_pipeline_last_batch_timestamp_seconds": []}) as exporter:
+        config.write_text(
+            f"clusters: [{{name: prod, bootstrap_servers: ['{kafka_cluster.bootstrap}']}}]\n"
+            f"metrics_topic: {{name: no-such-topic}}\nsinks: {{exporter_address: '{exporter.address}'}}\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--config", str(config)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("kobs bench freshness: the metrics topic no-such-topic cannot be read: "), line
+    assert "UNKNOWN_TOPIC" in line  # Kafka's own answer
 
 
 def test_a_missing_configuration_is_refused_naming_the_file(tmp_path):
