@@ -144,11 +144,14 @@ def test_agreement_counts_scrapes_whose_every_stated_lag_was_shown():
     assert misses({100.0: {("g", "t", "0"): 5.0}}, expected) == [(100.0, ("g", "t", "1"), 0.0, None)]
 
 
+def _freshness(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """``kobs bench freshness`` with ``args``, its output captured."""
+    command = [sys.executable, "-m", "kobs.cli", "bench", "freshness", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+
+
 def test_bad_seconds_are_refused_naming_the_option():
-    result = subprocess.run(
-        [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--seconds", "0"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = _freshness("--seconds", "0")
     assert result.returncode == 2
     assert "--seconds: must be a positive number of seconds, not '0'" in result.stderr.splitlines()[-1]
 
@@ -158,10 +161,7 @@ def test_a_deployment_whose_stream_does_not_answer_is_named_in_one_line(tmp_path
     config = tmp_path / "kobs.yaml"
     cluster = "{name: prod, bootstrap_servers: '127.0.0.1:9'}"
     config.write_text(f"clusters: [{cluster}]\nsinks: {{exporter_address: '{exporter}'}}\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = _freshness("--config", str(config))
     assert result.returncode == 1, result.stdout + result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(
@@ -181,10 +181,7 @@ def test_a_metrics_topic_kafka_does_not_have_is_named_in_one_line_before_any_wai
             f"clusters: [{{name: prod, bootstrap_servers: ['{kafka_cluster.bootstrap}']}}]\n"
             f"metrics_topic: {{name: no-such-topic}}\nsinks: {{exporter_address: '{exporter.address}'}}\n"
         )
-        result = subprocess.run(
-            [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--config", str(config)],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        result = _freshness("--config", str(config), timeout_s=120)
     assert result.returncode == 1, result.stdout + result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith("kobs bench freshness: the metrics topic no-such-topic cannot be read: "), line
@@ -193,10 +190,7 @@ def test_a_metrics_topic_kafka_does_not_have_is_named_in_one_line_before_any_wai
 
 def test_a_missing_configuration_is_refused_naming_the_file(tmp_path):
     missing = tmp_path / "nowhere.yaml"
-    result = subprocess.run(
-        [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--config", str(missing)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    result = _freshness("--config", str(missing))
     assert result.returncode == 2
     assert f"file {missing} not found" in result.stderr.splitlines()[-1]
 
@@ -211,10 +205,7 @@ def _figures(output: str, label: str) -> tuple[float, float, float]:
 @pytest.mark.spark
 @pytest.mark.timeout(900)  # on a busy 2-core machine: ~100 s to start, ~260 s to the first batch, catching up
 def test_the_command_measures_live_scrapes_of_the_demo():
-    result = subprocess.run(
-        [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--seconds", "15"],
-        capture_output=True, text=True, timeout=870,
-    )  # fmt: skip
+    result = _freshness("--seconds", "15", timeout_s=870)
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert re.search(r"^caught up [\d.]+ s after the first micro-batch$", output, re.MULTILINE), output
