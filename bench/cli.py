@@ -44,7 +44,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 class _Benchmark(argparse.ArgumentParser):
     """A benchmark's parser: its module's arguments are added the first time it parses."""
 
-    module_name = ""
+    def __init__(self, *args, module_name: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.module_name = module_name  # "" once loaded
 
     def parse_known_args(self, args=None, namespace=None):
         if self.module_name:
@@ -65,7 +67,7 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         title="benchmarks", metavar="<benchmark>", required=True, parser_class=_Benchmark
     )
     for name, (module_name, help_) in BENCHMARKS.items():
-        benchmarks.add_parser(name, help=help_, description=help_).module_name = module_name
+        benchmarks.add_parser(name, help=help_, description=help_, module_name=module_name)
     return parser
 
 

@@ -283,11 +283,12 @@ class Canary:
             new = NewTopic(topic, len(replicas), replica_assignment=replicas)  # the count is required too
             try:
                 admin.create_topics([new], request_timeout=timeout)[topic].result(timeout)
+                log.info(
+                    "canary: created %s with %d partitions on %s", topic, len(replicas), self.cluster.name
+                )
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
-                return {}  # a broker whose metadata lags had not heard of it yet: its leaders next time
-            log.info("canary: created %s with %d partitions on %s", topic, len(brokers), self.cluster.name)
+                    raise  # (already there: a broker whose metadata lags had not heard of it yet)
             return {}  # its leaders at the next check
         if error == KafkaError.LEADER_NOT_AVAILABLE:
             return {}  # just created: its leaders are being elected
