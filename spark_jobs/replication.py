@@ -105,12 +105,23 @@ class _Cluster:
     controller_lost_s: float = -math.inf  # newest time a controller was seen to stop being one
     controller_event: int | None = None  # controller id of the last controller_change event
     unclean_counters: dict[str, float] = field(default_factory=dict)  # broker -> last counter value
+    unclean_read_s: dict[str, float] = field(default_factory=dict)  # broker -> time of that value
     unclean_from_counters: int = 0
     unclean_from_events: int = 0
     isr_changes: Counter = field(default_factory=Counter)  # (topic, change) -> events
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(_Cluster().__dict__ | state)  # state stored before a field was added
+
+
+def _counts_elections(cluster: _Cluster, broker: str, t_s: float) -> bool:
+    """Whether a broker's election counter read at ``t_s`` adds to the count. In KRaft every controller
+    counts each election as it replays the metadata log, so only the active controller's increments are
+    new: its ActiveControllerCount of the same scrape decides, never an older one (a restarting node serves
+    its replayed counter before its gauge: 0.6 s apart on a Kafka 4.3 node here, while the gauge last read
+    was the 1 of before it died). A source that serves no gauge counts every increment."""
+    read_s = cluster.controller_read_s.get(broker)
+    return read_s is None or (read_s == t_s and cluster.controller_gauge[broker] >= 1)
 
 
 class ReplicationAnalysis:
@@ -204,11 +215,14 @@ class ReplicationAnalysis:
                 cluster.controller_gauge[broker] = o.value
                 cluster.controller_read_s[broker] = t_s
         elif o.name == names.UNCLEAN_ELECTIONS:
+            if t_s < cluster.unclean_read_s.get(broker, -math.inf):
+                return  # a late scrape: older than the counter value already taken
             last = cluster.unclean_counters.get(broker)
-            active = cluster.controller_gauge.get(broker, 1.0) >= 1  # a KRaft standby counts them too
-            if last is not None and active:  # the first value is the baseline; a lower one a restart
+            # the first value is the baseline; a lower one a restart (the counter began again at 0)
+            if last is not None and _counts_elections(cluster, broker, t_s):
                 cluster.unclean_from_counters += int(o.value - last if o.value >= last else o.value)
             cluster.unclean_counters[broker] = o.value
+            cluster.unclean_read_s[broker] = t_s
 
     def _take_event(self, cluster: _Cluster, o: Observation) -> None:
         if o.name == "controller_change":

@@ -272,6 +272,31 @@ def test_unclean_elections_are_counted_from_the_active_controller_only():
     assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 2
 
 
+def test_a_restarting_former_controller_read_before_its_gauge_adds_no_election():
+    """A Kafka 4.3 node starting here served ControllerStats 0.6 s before KafkaController's
+    ActiveControllerCount: a scrape in between has the counter (replayed from the metadata log since the
+    node's last snapshot, so lower than before it died) without the gauge, whose last reading is the 1 from
+    when this node was the active controller. Neither that stale 1 nor the lower value is a new election."""
+    analysis = ReplicationAnalysis()
+    for t, unclean in ((0, 0), (15, 2)):  # controller 1 elects two leaders uncleanly; every node counts them
+        analysis.observe(
+            [gauge(names.UNCLEAN_ELECTIONS, t, b, unclean) for b in (1, 2, 3)]
+            + [gauge(names.ACTIVE_CONTROLLER, t, b, int(b == 1)) for b in (1, 2, 3)]
+        )
+    # Node 1 dies; node 2 takes over. Node 1 restarts: its first scrape has only the replayed counter.
+    analysis.observe(
+        [gauge(names.UNCLEAN_ELECTIONS, 30, b, 2) for b in (2, 3)]
+        + [gauge(names.ACTIVE_CONTROLLER, 30, b, int(b == 2)) for b in (2, 3)]
+    )
+    analysis.observe([gauge(names.UNCLEAN_ELECTIONS, 45, 1, 1)])
+    analysis.observe([gauge(names.UNCLEAN_ELECTIONS, 60, 1, 2), gauge(names.ACTIVE_CONTROLLER, 60, 1, 0)])
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 2
+    # A late scrape of the active controller, older than its counter already taken, adds nothing either.
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 20, 2, 1), gauge(names.UNCLEAN_ELECTIONS, 20, 2, 0)])
+    analysis.observe([gauge(names.ACTIVE_CONTROLLER, 75, 2, 1), gauge(names.UNCLEAN_ELECTIONS, 75, 2, 3)])
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 3
+
+
 def test_isr_changes_by_kind_once_each_and_brokers_out_of_isr():
     analysis = ReplicationAnalysis()
     zookeeper = [
