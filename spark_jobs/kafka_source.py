@@ -57,6 +57,13 @@ SCHEMA = StructType(
 # leads metrics-topic partitions held every micro-batch that long: the derived alerts came a minute late.
 REQUEST_TIMEOUT_MS = "10000"
 
+# How long the driver's Admin client keeps at one offset question before it gives up (its default: 60 s);
+# Spark's source then makes a new client, which reads the cluster's metadata afresh, and asks again (3
+# attempts, 1 s apart). A broker leading metrics-topic partitions killed (SIGKILL) while the driver asked:
+# the client still addressed the dead leader, which left its metadata once fenced, and waited out the
+# whole minute (the demo's stream planned no micro-batch for 63 s after its first incident's kill).
+API_TIMEOUT_MS = "15000"
+
 # How long a broker holds a fetch that finds no new records (Kafka's default: 500 ms). Kafka's Java consumer
 # sends its next fetch as a poll returns records, so a read that reaches the end of the log leaves a fetch
 # held at the broker; a broker answers one connection's requests one at a time, in order, and Spark's reader
@@ -82,6 +89,7 @@ def source_options(config: Config) -> dict[str, str]:
         "failOnDataLoss": "false",
         "maxRecordsPerPartition": str(READ_TASK_RECORDS),
         "kafka.request.timeout.ms": REQUEST_TIMEOUT_MS,
+        "kafka.default.api.timeout.ms": API_TIMEOUT_MS,
         "kafka.fetch.max.wait.ms": FETCH_WAIT_MS,
     }
     if topic.max_records_per_batch:
