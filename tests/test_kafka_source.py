@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_stream_restart import ROOT, config_for, write_config
+from waiting import wait_for
 
 from common.config import Config
 from common.contract import Batch, Sample, encode
@@ -214,7 +215,8 @@ def test_a_killed_leader_of_the_metrics_topic_holds_the_stream_seconds_not_a_min
     topic = f"metrics-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(10)
-    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    leader = wait_for(lambda: _leader(admin, topic), 30, every_s=0.2)  # the broker asked learns it soon
+    assert leader, f"{topic} has no leader 30 s after it was created"
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap})
     config = config_for(tmp_path, topic, kafka_cluster.bootstrap, per_batch=10)
     jobs, stop = pipeline(config), threading.Event()
@@ -237,6 +239,12 @@ def test_a_killed_leader_of_the_metrics_topic_holds_the_stream_seconds_not_a_min
         kafka_cluster.restart(leader)
     assert not runner.is_alive()
     assert read_after_s < 45, f"the stream read the record {read_after_s:.0f} s after its leader was killed"
+
+
+def _leader(admin: AdminClient, topic: str) -> int | None:
+    """The node id (from 1) leading partition 0 of ``topic``, once the broker asked knows one."""
+    partition = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+    return partition.leader if partition is not None and partition.leader > 0 else None
 
 
 def _wait_until(done, runner: threading.Thread, timeout_s: float = 180) -> None:
