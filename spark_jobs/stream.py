@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -381,11 +382,11 @@ def run_queries(
                 return 0
             except StreamingQueryException as exc:
                 if available_now:
-                    print(f"kobs stream: the query failed: {_first_line(exc)}", file=sys.stderr)
+                    print(f"kobs stream: the query failed: {failure_reason(exc)}", file=sys.stderr)
                     return 1
                 if time.monotonic() - started_s > 10 * RESTART_BACKOFF_S[1]:  # it had been running well
                     wait_s = RESTART_BACKOFF_S[0]
-                log.error("the query failed (%s); starting it again in %.0f s", _first_line(exc), wait_s)
+                log.error("the query failed (%s); starting it again in %.0f s", failure_reason(exc), wait_s)
             finally:
                 if stop.is_set():
                     quiet_stop(spark)
@@ -468,11 +469,21 @@ def _stop(query: StreamingQuery) -> None:
     try:
         query.stop()
     except Py4JJavaError as exc:  # a Java exception (Spark's TimeoutException): the JVM is alive
-        log.warning("the query did not stop within %d s (%s); leaving it", STOP_TIMEOUT_S, _first_line(exc))
+        log.warning(
+            "the query did not stop within %d s (%s); leaving it", STOP_TIMEOUT_S, failure_reason(exc)
+        )
     except (Py4JError, ConnectionError):
         raise  # the JVM is gone: run_stream decides
 
 
-def _first_line(exc: Exception) -> str:
+# Spark's words for the task error that failed a job; a failed query's text carries it deep inside (after
+# Spark's wrappers, and for a failed foreachBatch a Python traceback).
+_TASK_ERROR = re.compile(r"most recent failure: Lost task .*?\): (.+)")
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why the query failed, in one line: the task error that failed its job, else the first line."""
     text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+    task = _TASK_ERROR.search(text)
+    line = task[1] if task else text.splitlines()[0] if text else type(exc).__name__
+    return line[:300]

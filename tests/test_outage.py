@@ -144,6 +144,13 @@ def test_a_two_minute_outage_of_every_broker_loses_and_repeats_nothing(tmp_path)
                 process.stop(timeout_s=60)
             codes = {name: process.returncode for name, process in processes.items()}
         assert codes == {"collect": 0, "stream": 0}
+        # The outage failed the stream's query, a batch under way (its fetch waits Spark's 120 s poll
+        # timeout) or the next one's planning (3 offset questions of 15 s): kobs says so in one line with
+        # Kafka's error, and no stack of Spark's or py4j's (once ~900 lines of them).
+        stream_log = processes["stream"].log_path.read_text()
+        assert "ERROR spark_jobs.stream: the query failed (" in stream_log, stream_log[-3000:]
+        for stack in ("Traceback", "\tat "):
+            assert stack not in stream_log, stream_log[-3000:]
     # Nothing twice: no record arrived more than once (a replayed duplicate has the same bytes). Nothing lost:
     # each page was scraped every interval all through the outage, and every scrape is on the topic.
     assert max(Counter(records).values()) == 1
