@@ -29,14 +29,18 @@ logger("org.apache.spark.scheduler.DAGScheduler").info("a job finished")
 logger("org.apache.spark.sql.kafka010.KafkaOffsetReaderAdmin").warn("Error in attempt 1 getting offsets")
 logger("org.apache.kafka.clients.NetworkClient").warn("Connection to node -1 could not be established")
 logger("org.apache.spark.scheduler.TaskSetManager").error("a task failed")
+logger("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution").error(
+    "Query stream [id = 1, runId = 2] terminated with error", jvm.java.lang.RuntimeException("Traceback"))
 fetch = jvm.java.util.concurrent.TimeoutException("Cannot fetch record for offset 24 in 120000 milliseconds")
 logger("org.apache.spark.executor.Executor").error("Exception in task 1.0 in stage 2.0 (TID 5)", fetch)
-logger("org.apache.spark.scheduler.TaskSetManager").warn("Lost task 1.0: a reason\n\tat a.b(C.java:1)")
+logger("org.apache.spark.scheduler.TaskSetManager").warn("Lost task 1.0: a reason\\n\\tat a.b(C.java:1)")
 """
 
 # Lines that ask nothing of anyone: an INFO line, a retried offset fetch, a refused connection, the AQE
-# notice, Spark's default profile announcing itself, Hadoop's native library missing.
+# notice, Spark's default profile announcing itself, Hadoop's native library missing; and the end of a failed
+# query, which kobs stream logs itself with its cause.
 CHATTER = (
+    "terminated with error",
     "a job finished",
     "Error in attempt",
     "could not be established",
