@@ -1,5 +1,5 @@
 """What every Java peer shares: the jar sets ``scripts/setup.sh`` resolved from Maven Central
-(``common.jars``), and JMX flags."""
+(``common.jars``), JMX flags and the Prometheus JMX exporter's agent."""
 
 from __future__ import annotations
 
@@ -61,6 +61,13 @@ def jmx_flags(port: int, auth: tuple[Path, Path] | None = None) -> list[str]:
         *login,
         "-Dcom.sun.management.jmxremote.ssl=false",
     ]
+
+
+def exporter_agent(port: int, rules: Path) -> str:
+    """The JVM flag that loads the Prometheus JMX exporter's Java agent, serving the beans ``rules`` names
+    (and the JVM's own metrics) at ``http://127.0.0.1:port/metrics``."""
+    agent = next(jar_dir("jmx-exporter").glob("jmx_prometheus_javaagent-*.jar"))
+    return f"-javaagent:{agent}={HOST}:{port}:{rules}"
 
 
 def compiled(source: Path, profile: str | None = None) -> Path:

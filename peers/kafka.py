@@ -7,8 +7,10 @@ With ``zookeeper=`` (``host:port/chroot``; Kafka creates the chroot) the cluster
 instead (``kafka-zk`` jar set, Kafka 3.9, the last line that has it, logging through reload4j): brokers
 register in ZooKeeper, one of them is the controller, and partition states are znodes real brokers write.
 
-Each node gets free ports for its client listener, its controller listener (KRaft) and JMX, a small heap,
-its log (``kafka-<id>.log``) and data in the run directory, and settings that make incidents quick to show
+Each node gets free ports for its client listener, its controller listener (KRaft), JMX and the Prometheus
+JMX exporter's agent (its metrics over HTTP as ``deploy/jmx-exporter-broker.yaml`` names them, the way
+Strimzi and Confluent serve a broker's; :attr:`KafkaNode.exporter_url`), a small heap, its log
+(``kafka-<id>.log``) and data in the run directory, and settings that make incidents quick to show
 (:data:`FAST_INCIDENTS`). Tests and the demo drive it with :meth:`KafkaCluster.kill`, :meth:`pause`
 (SIGSTOP: a hung broker), :meth:`resume`, :meth:`restart`, and read what the cluster itself says with
 Kafka's own tools (:mod:`peers.kafka_tools`).
@@ -38,6 +40,7 @@ from peers import jvm
 from peers.process import HOST, ManagedProcess, PeerError, free_port, tcp_ready
 from peers.tls import Pki, make_pki
 
+EXPORTER_RULES = Path(__file__).resolve().parent.parent / "deploy" / "jmx-exporter-broker.yaml"
 # Broker settings that make incidents show within seconds instead of the defaults' tens of seconds.
 FAST_INCIDENTS = {
     "replica.lag.time.max.ms": 5000,  # a stopped follower leaves the ISR after 5 s (default 30 s)
@@ -122,6 +125,7 @@ class KafkaNode(ManagedProcess):
         secure_ports: Mapping[str, int] | None = None,
     ):
         self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
+        self.exporter_port = free_port()
         self.heap = heap  # -Xmx
         self.secure_ports = dict(secure_ports or {})  # secure listener name -> port (secure clusters)
         self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"
@@ -138,7 +142,7 @@ class KafkaNode(ManagedProcess):
             logging = [f"-Dlog4j2.configurationFile={log_config}"]
         argv = [
             "java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            *logging, *jvm.jmx_flags(jmx_port),
+            *logging, *jvm.jmx_flags(jmx_port), jvm.exporter_agent(self.exporter_port, EXPORTER_RULES),
             "-cp", jvm.classpath(profile), "kafka.Kafka", str(self.config_path),
         ]  # fmt: skip
         super().__init__(
@@ -147,7 +151,7 @@ class KafkaNode(ManagedProcess):
             run_dir,
             self._ready,
             start_timeout_s=90,
-            ports=(port, jmx_port, *other_ports),
+            ports=(port, jmx_port, self.exporter_port, *other_ports),
         )
 
     @property
@@ -157,6 +161,11 @@ class KafkaNode(ManagedProcess):
     @property
     def jmx_address(self) -> str:
         return f"{HOST}:{self.jmx_port}"
+
+    @property
+    def exporter_url(self) -> str:
+        """Its metrics in the Prometheus format, served by the JMX exporter's Java agent."""
+        return f"http://{HOST}:{self.exporter_port}/metrics"
 
     def _ready(self) -> bool:
         """The node answers a metadata request that lists itself (registered and not fenced)."""

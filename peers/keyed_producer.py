@@ -36,10 +36,9 @@ class KeyedProducer(ManagedProcess):
         self.client_id, self.topic = client_id, topic
         self.jmx_port, self.exporter_port = free_port(), free_port()
         classes = jvm.compiled(SOURCE, "kafka")
-        agent = next(jvm.jar_dir("jmx-exporter").glob("jmx_prometheus_javaagent-*.jar"))
         argv = [
             "java", "-Xmx128m", "-XX:+UseSerialGC", *jvm.jmx_flags(self.jmx_port),
-            f"-javaagent:{agent}={HOST}:{self.exporter_port}:{EXPORTER_RULES}",
+            jvm.exporter_agent(self.exporter_port, EXPORTER_RULES),
             "-cp", f"{classes}:{jvm.classpath('kafka')}", "KeyedProducer",
             bootstrap, topic, client_id, str(messages_per_s), str(message_bytes), str(keys),
             *(f"{key}={value}" for key, value in (settings or {}).items()),

@@ -3,7 +3,9 @@
 - **the real cluster** ``demo``: three Apache Kafka nodes (KRaft) holding the metrics topic (replication
   factor 3), real traffic on ``demo-orders`` (a producer, a consumer group that keeps up, one that lags,
   real commits) and ``web-frontend``, Kafka's own Java producer writing keyed records to ``orders``
-  (6 partitions, replication factor 1: the incident topic), its JMX open to the producers source;
+  (6 partitions, replication factor 1: the incident topic); the nodes and the producer serve their metrics
+  to the collector through the JMX exporter's agent (an HTTP scrape; jmxquery would start a JVM per
+  scrape, which timed out for minutes on a busy 2-core host), their JMX open to Kafka's own tools;
 - **a simulated fleet** ``simulated-fleet`` (optional): the simulator's 30 brokers and 3,000 partitions
   behind their JMX-exporter endpoints, with znodes in an embedded ZooKeeper — a second, separately named
   cluster, never the real cluster's brokers;
@@ -149,8 +151,8 @@ class EmbeddedStack:
             "name": REAL_CLUSTER,
             "bootstrap_servers": bootstrap,
             "mode": "kraft",
-            "jmx": [{"broker_id": i, "address": n.jmx_address} for i, n in self.kafka.nodes.items()],
-            "producers": [  # through the JMX exporter's agent: an HTTP scrape, no JVM started for it
+            "exporters": [{"broker_id": i, "url": n.exporter_url} for i, n in self.kafka.nodes.items()],
+            "producers": [
                 {"client_id": PRODUCER, "url": self.producer.exporter_url, "topics": [INCIDENT_TOPIC]}
             ],
         }
@@ -255,7 +257,10 @@ class EmbeddedStack:
         if self.kafka:
             for node_id, node in self.kafka.nodes.items():
                 rows.append(
-                    (f"kafka broker {node_id} (pid {node.pid})", f"{node.bootstrap}  JMX {node.jmx_address}")
+                    (
+                        f"kafka broker {node_id} (pid {node.pid})",
+                        f"{node.bootstrap}  JMX {node.jmx_address}  {node.exporter_url}",
+                    )
                 )
         for p in self.processes:
             where = getattr(p, "url", None) or getattr(p, "connect", None) or getattr(p, "jmx_address", "")

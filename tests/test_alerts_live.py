@@ -6,8 +6,8 @@ routing (webhooks pointed at a pager on loopback), to the pager:
   cross-checked at the page with what Kafka's own tools and the producer's own JMX say, and resolves after
   the repair; the killed broker's return is an unclean election by Kafka's own count (KIP-966): it pages;
 - the simulator plays the unclean-election scenario in accelerated time behind its JMX-exporter endpoints,
-  and the raw exporter counter pages KafkaUncleanLeaderElection (a stand-in: the real nodes here run no
-  Prometheus JMX exporter, their metrics reach kobs through JMX);
+  and the raw exporter counter pages KafkaUncleanLeaderElection (a stand-in: the demo's Prometheus scrapes
+  kobs's derived series, not the real nodes' exporters, which kobs collect reads);
 - a derived-metrics exporter flips to offline partitions (rules' ``for:`` shortened to 1 s): the page
   arrives and the inhibited under-replicated page stays suppressed."""
 
@@ -164,8 +164,8 @@ def _query(stack: EmbeddedStack, expr: str) -> dict[str, float]:
 
 def _elections_seen(stack: EmbeddedStack, derived: str) -> str:
     """For a derived count that differs from Kafka's: its changes over the last 15 minutes (time, value),
-    each running node's controller gauge and election counter by Kafka's JMX tool, and the collector's JMX
-    scrapes of those 15 minutes, answered and failed by reason."""
+    each running node's controller gauge and election counter by Kafka's JMX tool, and the collector's
+    broker scrapes of those 15 minutes, answered and failed by reason."""
     history = stack.prometheus.query('kobs_unclean_leader_elections_total{job="kobs-exporter"}[15m]')
     changes = [
         (t, v) for r in history for i, (t, v) in enumerate(r["values"]) if not i or v != r["values"][i - 1][1]
@@ -187,11 +187,11 @@ def _elections_seen(stack: EmbeddedStack, derived: str) -> str:
         (name, r["metric"]["source"], r["metric"].get("reason", "")): round(float(r["value"][1]))
         for name in ("kobs_collector_scrape_duration_seconds_count", "kobs_collector_scrape_errors_total")
         for r in stack.prometheus.query(
-            f'sum by (source, reason) (increase({name}{{source=~".*/jmx/.*"}}[15m]))'
+            f'sum by (source, reason) (increase({name}{{source=~".*/broker-.*"}}[15m]))'
         )
     }
     seen = _query(stack, derived)
-    return f"kobs counts {seen}, changes {changes}; the nodes say {nodes}; JMX scrapes {scrapes}"
+    return f"kobs counts {seen}, changes {changes}; the nodes say {nodes}; broker scrapes {scrapes}"
 
 
 BROKER_RESOURCES = (
@@ -244,8 +244,8 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         # The broker resource panels' data, from the real nodes' JMX through kobs collect and kobs stream:
         # every node's CPU, heap and thread pools, and the requests Kafka itself must be serving now
         # (the followers' fetches of replication, the producer's produce requests), none failing yet.
-        # On a busy 2-core machine the stream is still working off the warm-up's backlog here, and JMX
-        # query JVMs time out while three Kafka JVMs compile their hot code (a CI run: not within 120 s).
+        # On a busy 2-core machine the stream is still working off the warm-up's backlog here (a CI run,
+        # when the collector read the nodes over JMX with a query JVM each: not within 120 s).
         assert _wait_for(lambda: _broker_resources(stack) == {"1", "2", "3"}, timeout_s=300)
         requests = {
             (r["metric"]["broker"], r["metric"]["request"]): float(r["value"][1])
@@ -288,8 +288,9 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(tmp_path):
         counted = elections["kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec:Count"]
         assert counted == len(led_by_killed)
         derived = 'sum(kobs_unclean_leader_elections_total{job="kobs-exporter",cluster="demo"})'
-        # The count reaches kobs through kobs collect's JMX scrapes, which time out for minutes on a busy
-        # 2-core machine while the restarted node compiles its hot code (a CI run: not within 120 s).
+        # The count reaches kobs through kobs collect's scrapes of the nodes' exporters; when they were JMX
+        # scrapes, they timed out for minutes on a busy 2-core machine after the restart (a CI run: not
+        # within 120 s).
         wait_for(lambda: _query(stack, derived).get("") == counted, timeout_s=300)
         assert _query(stack, derived).get("") == counted, _elections_seen(stack, derived)
         (page,) = _wait_for(lambda: stack.pager.pages("KafkaUncleanLeaderElection"), timeout_s=120)[:1]

@@ -1,6 +1,8 @@
-"""The JMX source scraping the real Kafka 4.3 nodes (KRaft) of the session cluster: its canonical samples
-have the names and values that Kafka's own tools report (JmxTool for the beans, kafka-get-offsets and
-kafka-log-dirs for the logs), and a hung or dead node costs only its own scrape.
+"""kobs's two ways to a broker's beans, on the real Kafka 4.3 nodes (KRaft) of the session cluster: the JMX
+source (jmxquery) and the exposition source reading the node's Prometheus JMX exporter agent with
+``deploy/jmx-exporter-broker.yaml``. Each gives the canonical samples with the names and values that Kafka's
+own tools report (JmxTool for the beans, kafka-get-offsets and kafka-log-dirs for the logs), and a hung or
+dead node costs only its own scrape.
 
 The expected names are the catalogue below, written out from Kafka's bean names and ``common/names.py``,
 not read from ``collectors/mapping.py``. Values that move between two reads (request counters, the metadata
@@ -20,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from collectors.exposition import ExpositionSource
 from collectors.jmx import BROKER_QUERIES, JmxSource
 from collectors.scheduler import build_jobs
 from common import names
@@ -99,28 +102,42 @@ RESOURCES = {  # the JVM's and thread pools' samples, checked on their own (they
 }  # fmt: skip
 
 
-def scraped(address: str, broker: int, timeout_s: float = 60) -> Reading:
-    scrape = JmxSource("test", f"jmx/broker-{broker}", address, BROKER_QUERIES, {"broker": str(broker)},
-                       timeout_s=timeout_s).collect()  # fmt: skip
+# kobs's sources of a broker's beans: over JMX (a jmxquery JVM per scrape), or over HTTP from the JMX
+# exporter's agent in the node's JVM.
+VIA = ("jmx", "exporter")
+
+
+def scraped(node, via: str) -> Reading:
+    labels = {"broker": str(node.node_id)}
+    source = (
+        JmxSource(
+            "test", f"jmx/broker-{node.node_id}", node.jmx_address, BROKER_QUERIES, labels, timeout_s=60
+        )
+        if via == "jmx"
+        else ExpositionSource(
+            "test", f"exporter/broker-{node.node_id}", node.exporter_url, labels, timeout_s=60
+        )
+    )
+    scrape = source.collect()
     assert scrape.errors == []
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for s in scrape.batch.samples}
 
 
-def catalogued(address: str, broker: int) -> Reading:
-    return {k: v for k, v in scraped(address, broker).items() if k[0] not in RESOURCES}
+def catalogued(node, via: str) -> Reading:
+    return {k: v for k, v in scraped(node, via).items() if k[0] not in RESOURCES}
 
 
 def same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-def steady_reading(node, attempts: int = 4) -> tuple[Reading, Reading, Reading, dict[str, float]]:
-    """JmxTool, the JMX source, JmxTool again: retried until both JmxTool reads have the same beans and the
+def steady_reading(node, via: str, attempts: int = 4) -> tuple[Reading, Reading, Reading, dict[str, float]]:
+    """JmxTool, the source, JmxTool again: retried until both JmxTool reads have the same beans and the
     same steady gauges (a topic another test created may still be settling). Also JmxTool's raw answer."""
     for attempt in range(attempts):
         raw = kafka_tools.jmx_values(node.jmx_address, *CATALOGUE_BEANS)
         before = from_jmxtool(raw, node.node_id)
-        ours = catalogued(node.jmx_address, node.node_id)
+        ours = catalogued(node, via)
         after = from_jmxtool(kafka_tools.jmx_values(node.jmx_address, *CATALOGUE_BEANS), node.node_id)
         settled = before.keys() == after.keys() and all(
             same(before[k], after[k]) for k in before if k[0] in STEADY
@@ -131,10 +148,11 @@ def steady_reading(node, attempts: int = 4) -> tuple[Reading, Reading, Reading, 
     raise AssertionError("unreachable")
 
 
-def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_names(kafka_cluster):
+@pytest.mark.parametrize("via", VIA)
+def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_names(kafka_cluster, via):
     totals: dict[str, list[float]] = {names.ACTIVE_CONTROLLER: [], names.OFFLINE_PARTITIONS: []}
     for node in kafka_cluster.nodes.values():
-        before, ours, after, raw = steady_reading(node)
+        before, ours, after, raw = steady_reading(node, via)
         assert before.keys() == after.keys(), "beans came or went between the two JmxTool reads"
         assert ours.keys() == before.keys()  # the same series, no more, no fewer
         exact = 0
@@ -161,8 +179,9 @@ def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_n
     assert len(set(totals[names.OFFLINE_PARTITIONS])) == 1
 
 
+@pytest.mark.parametrize("via", VIA)
 def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets_and_log_sizes(
-    kafka_cluster,
+    kafka_cluster, via
 ):
     topic = f"jmxreal-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_cluster.bootstrap, topic, 3, replication_factor=3)
@@ -187,7 +206,7 @@ def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets
             f"kafka.log:type=Log,topic={topic},*",
         )
         truth = from_jmxtool(kafka_tools.jmx_values(node.jmx_address, *patterns), node.node_id)
-        ours_now = catalogued(node.jmx_address, node.node_id)
+        ours_now = catalogued(node, via)
         mine = {k: v for k, v in ours_now.items() if ("topic", topic) in k[1]}
         assert mine == truth  # traffic has stopped: name for name, value for value
         ours |= mine
@@ -216,8 +235,9 @@ def test_a_topics_meters_and_logs_equal_the_messages_produced_and_kafkas_offsets
     }  # no consumer read it (followers' fetches are not counted)
 
 
+@pytest.mark.parametrize("via", VIA)
 def test_jvm_and_thread_pool_samples_lie_between_two_jmxtool_reads_in_seconds_bytes_and_ratios(
-    kafka_cluster,
+    kafka_cluster, via
 ):
     """CPU and GC time are counters in ns and ms in the beans, seconds in the samples (JmxTool reads the
     beans, not the heap's composite value); the heap's maximum is about the node's -Xmx; the thread pools'
@@ -226,12 +246,15 @@ def test_jvm_and_thread_pool_samples_lie_between_two_jmxtool_reads_in_seconds_by
     for node in kafka_cluster.nodes.values():
         # A meter's one-minute rate is 0 until its first 5-second tick after the node started
         deadline = time.monotonic() + 30
-        while not any(k[0] == names.REQUEST_HANDLER_IDLE and v > 0 for k, v in scraped(
-                node.jmx_address, node.node_id).items()) and time.monotonic() < deadline:  # fmt: skip
+        while time.monotonic() < deadline and not any(
+            k[0] == names.REQUEST_HANDLER_IDLE and v > 0 for k, v in scraped(node, via).items()
+        ):
             time.sleep(1)
         before = kafka_tools.jmx_values(node.jmx_address, *beans)
-        sampled = scraped(node.jmx_address, node.node_id).items()
-        ours = {(n, dict(labels).get("gc")): v for (n, labels), v in sampled}
+        sampled = scraped(node, via).items()  # the exporter's agent serves the non-heap area too
+        ours = {
+            (n, dict(labels).get("gc")): v for (n, labels), v in sampled if ("area", "nonheap") not in labels
+        }
         after = kafka_tools.jmx_values(node.jmx_address, *beans)
         collectors = {}  # the collector's name -> its bean as JmxTool prints it
         for key in before:
