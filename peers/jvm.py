@@ -63,11 +63,14 @@ def jmx_flags(port: int, auth: tuple[Path, Path] | None = None) -> list[str]:
     ]
 
 
-def exporter_agent(port: int, rules: Path) -> str:
-    """The JVM flag that loads the Prometheus JMX exporter's Java agent, serving the beans ``rules`` names
-    (and the JVM's own metrics) at ``http://127.0.0.1:port/metrics``."""
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"  # the exporter rules files
+
+
+def exporter_agent(port: int, rules: str) -> str:
+    """The JVM flag that loads the Prometheus JMX exporter's Java agent, serving the beans the rules file
+    ``deploy/<rules>`` names (and the JVM's own metrics) at ``http://127.0.0.1:port/metrics``."""
     agent = next(jar_dir("jmx-exporter").glob("jmx_prometheus_javaagent-*.jar"))
-    return f"-javaagent:{agent}={HOST}:{port}:{rules}"
+    return f"-javaagent:{agent}={HOST}:{port}:{DEPLOY / rules}"
 
 
 def compiled(source: Path, profile: str | None = None) -> Path:

@@ -40,7 +40,6 @@ from peers import jvm
 from peers.process import HOST, ManagedProcess, PeerError, free_port, tcp_ready
 from peers.tls import Pki, make_pki
 
-EXPORTER_RULES = Path(__file__).resolve().parent.parent / "deploy" / "jmx-exporter-broker.yaml"
 # Broker settings that make incidents show within seconds instead of the defaults' tens of seconds.
 FAST_INCIDENTS = {
     "replica.lag.time.max.ms": 5000,  # a stopped follower leaves the ISR after 5 s (default 30 s)
@@ -142,7 +141,8 @@ class KafkaNode(ManagedProcess):
             logging = [f"-Dlog4j2.configurationFile={log_config}"]
         argv = [
             "java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            *logging, *jvm.jmx_flags(jmx_port), jvm.exporter_agent(self.exporter_port, EXPORTER_RULES),
+            *logging, *jvm.jmx_flags(jmx_port),
+            jvm.exporter_agent(self.exporter_port, "jmx-exporter-broker.yaml"),
             "-cp", jvm.classpath(profile), "kafka.Kafka", str(self.config_path),
         ]  # fmt: skip
         super().__init__(

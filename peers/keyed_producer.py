@@ -17,7 +17,6 @@ from peers import jvm
 from peers.process import HOST, ManagedProcess, free_port, tcp_ready
 
 SOURCE = Path(__file__).with_name("KeyedProducer.java")
-EXPORTER_RULES = Path(__file__).resolve().parent.parent / "deploy" / "jmx-exporter-producer.yaml"
 READY = b"keyed-producer ready"
 
 
@@ -38,7 +37,7 @@ class KeyedProducer(ManagedProcess):
         classes = jvm.compiled(SOURCE, "kafka")
         argv = [
             "java", "-Xmx128m", "-XX:+UseSerialGC", *jvm.jmx_flags(self.jmx_port),
-            jvm.exporter_agent(self.exporter_port, EXPORTER_RULES),
+            jvm.exporter_agent(self.exporter_port, "jmx-exporter-producer.yaml"),
             "-cp", f"{classes}:{jvm.classpath('kafka')}", "KeyedProducer",
             bootstrap, topic, client_id, str(messages_per_s), str(message_bytes), str(keys),
             *(f"{key}={value}" for key, value in (settings or {}).items()),
