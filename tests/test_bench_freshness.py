@@ -1,10 +1,8 @@
-"""``kobs bench freshness``: its bookkeeping (``bench.visibility``) against worked answers, its errors, and
-one short run of the command on the demo stack. No timing is asserted: the figures are the benchmark's
-output."""
+"""``kobs bench freshness``: its bookkeeping (``bench.visibility``) against worked answers and its errors.
+A short run of the command against the demo's running stack is in ``test_demo_stack.py``."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -193,36 +191,3 @@ def test_a_missing_configuration_is_refused_naming_the_file(tmp_path):
     result = _freshness("--config", str(missing))
     assert result.returncode == 2
     assert f"file {missing} not found" in result.stderr.splitlines()[-1]
-
-
-def _figures(output: str, label: str) -> tuple[float, float, float]:
-    match = re.search(rf"{label}: p50 ([\d.]+) s, p95 ([\d.]+) s, max ([\d.]+) s", output)
-    assert match, f"no {label!r} line in:\n{output}"
-    return tuple(float(x) for x in match.groups())
-
-
-@pytest.mark.peers
-@pytest.mark.spark
-@pytest.mark.timeout(900)  # on a busy 2-core machine: ~100 s to start, ~260 s to the first batch, catching up
-def test_the_command_measures_live_scrapes_of_the_demo():
-    result = _freshness("--seconds", "15", timeout_s=870)
-    output = result.stdout
-    assert result.returncode == 0, output + result.stderr
-    assert re.search(r"^caught up [\d.]+ s after the first micro-batch$", output, re.MULTILINE), output
-    scrapes = re.search(r"measured 15 s once caught up: (\d+) scrapes of (\d+) sources", output)
-    # In 15 s the offsets source (every 10 s) and each simulated broker and producer (every 15 s) report.
-    assert scrapes and int(scrapes[1]) >= 4 and int(scrapes[2]) >= 3, output
-    produced, readable, visible = (
-        _figures(output, label)
-        for label in (
-            r"-> handed to the Kafka producer \(the records' timestamps\)",
-            r"-> record readable on the metrics topic \(a confluent-kafka consumer\)",
-            r"-> visible on the derived exporter",
-        )
-    )
-    assert 0 < produced[0] <= readable[0] < visible[0]  # each stage comes after the one before
-    assert re.search(r"p95 per kind of source: .*admin/offsets [\d.]+ s \(\d+\)", output), output
-    assert produced[2] <= readable[2] <= visible[2]
-    held, known = map(int, re.search(r"showed the lag of (\d+) of (\d+) offsets scrapes", output).groups())
-    assert known >= 2 and held == known
-    assert re.search(r"p95 freshness <= 10 s in the demo: [\d.]+ s — (pass|missed)", output)

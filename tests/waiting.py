@@ -19,3 +19,10 @@ def wait_for(check, timeout_s: float, every_s: float = 1.0):
         if found or time.monotonic() > deadline:
             return found
         time.sleep(every_s)
+
+
+def until(check, timeout_s: float = 30.0):
+    """``wait_for`` polling every 0.2 s, failing the test if ``check()`` never returned something truthy."""
+    found = wait_for(check, timeout_s, every_s=0.2)
+    assert found, f"condition not reached within {timeout_s:g} s"
+    return found
