@@ -35,12 +35,15 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
-    """One local Spark session per test module (one starts in 6-8 s), as ``kobs stream`` builds it (Spark's
-    Kafka source among its jars): 2 cores, so 2 state partitions."""
+    """One local Spark session for the test session (one starts in 6-8 s; a session per module cost the
+    suite over a minute), as ``kobs stream`` builds it (Spark's Kafka source among its jars): 2 cores, so 2
+    state partitions. A test that changes its configuration puts it back; none leaves a query running."""
     from spark_jobs.stream import spark_session
 
     session = spark_session("local[2]", app="kobs-tests")
     yield session
+    left = [query.name for query in session.streams.active]
     session.stop()
+    assert not left, f"streaming queries left running: {left}"
