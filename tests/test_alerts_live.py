@@ -1,28 +1,27 @@
 """End to end through a real Prometheus loaded with the shipped rules and a real Alertmanager with the shipped
 routing (webhooks pointed at a pager on loopback), to the pager:
-- the simulator plays the unclean-election scenario in accelerated time behind its JMX-exporter endpoints,
-  and the raw exporter counter pages KafkaUncleanLeaderElection (a stand-in: the demo's Prometheus scrapes
-  kobs's derived series, not the real nodes' exporters, which kobs collect reads);
+- the session's real Kafka cluster, scraped by Prometheus through its nodes' JMX-exporter agents: a killed
+  and restarted node's partition is elected uncleanly and the raw counter pages KafkaUncleanLeaderElection,
+  Kafka's JMX tool counting the same election;
 - a derived-metrics exporter flips to offline partitions (rules' ``for:`` shortened to 1 s): the page
   arrives and the inhibited under-replicated page stays suppressed.
 
-The real cluster's incidents page through the same rules and routing in ``test_demo_stack.py``."""
+The demo stack's incidents page through the same rules and routing in ``test_demo_stack.py``."""
 
 from __future__ import annotations
 
-import threading
+import uuid
 
 import pytest
 import yaml
 from derived_exporter import DerivedExporter
-from waiting import until
+from waiting import until, wait_for
 
 from alerts import check
+from peers import kafka_tools
 from peers.pager import Pager, routed_to
-from peers.process import HOST
 from peers.prometheus import Alertmanager, Prometheus
-from simulator.runtime import Runtime
-from simulator.scenario import Simulation, load_scenario
+from peers.stack import create_topic
 
 pytestmark = pytest.mark.peers
 
@@ -51,47 +50,67 @@ def _routing(pager: Pager, group_wait: str = "1s") -> dict:
     return routed_to(pager.url, group_wait=group_wait, group_interval="1s")
 
 
-def test_unclean_election_in_the_simulator_pages_through_alertmanager(webhook, tmp_path):
-    """unclean-election: topic logs (3 partitions, RF 2, start index and shift 0) is placed as Kafka does,
-    [0,1] [1,2] [2,0]; broker 2 falls out of the ISR of partition 1, then its leader, broker 1, dies at 40 s:
-    the controller elects broker 2 uncleanly for that one partition."""
-    runtime = Runtime(Simulation(load_scenario("unclean-election"))).start()
-    brokers = [f"{HOST}:{endpoint.port}" for endpoint in runtime.brokers.values()]
-    elections = 'sum(kafka_controller_controllerstats_uncleanleaderelections_total{cluster="sim"})'
-    # 20 simulated seconds per wall second, up to 60 s: the election at 40 s comes 2 s after the start
-    scenario_run = threading.Thread(target=runtime.run, args=(20.0, 60.0))
-    try:
-        with (
-            Alertmanager(tmp_path / "am", _routing(webhook)) as am,
-            Prometheus(
-                tmp_path / "prom",
-                {"simulated-kafka": brokers},
-                rule_files=check.rule_files(),
-                alertmanager=am.address,
-                target_labels={"simulated-kafka": {"cluster": "sim"}},
-            ) as prom,
-        ):
-            before = until(lambda: prom.query(elections))  # the counter is scraped at 0 first
-            scenario_run.start()
-            pages = until(lambda: [n.payload for n in webhook.pages()])
-            after = prom.query(elections)
-            alerts = am.alerts()
-    finally:
-        if scenario_run.is_alive():
-            scenario_run.join()
-        runtime.stop()
+@pytest.mark.timeout(600)
+def test_an_unclean_election_on_the_real_cluster_pages_from_the_raw_counter(kafka_cluster, webhook, tmp_path):
+    """Prometheus scrapes only the nodes' JMX-exporter agents (no kobs anywhere): the raw-series side of
+    KafkaUncleanLeaderElection. A node leading a replication-factor-1 partition is killed with SIGKILL and
+    restarted once the partition is offline; Kafka elects it leader again uncleanly (KIP-966: its ISR had
+    emptied and it shut down uncleanly), counts it in every controller's UncleanLeaderElectionsPerSec, and
+    the page arrives through the shipped routing."""
+    topic = f"unclean-{uuid.uuid4().hex[:6]}"
+    create_topic(kafka_cluster.bootstrap, topic, 3, replication_factor=1)
+    victim = 2
+    (led,) = [r.partition for r in kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
+              if r.leader == victim]  # fmt: skip
+    nodes = {str(i): n.exporter_url.removeprefix("http://").removesuffix("/metrics")
+             for i, n in kafka_cluster.nodes.items()}  # fmt: skip
+    elections = 'kafka_controller_controllerstats_uncleanleaderelections_total{cluster="c1"}'
+    witness = next(i for i in kafka_cluster.nodes if i != victim)  # a controller running all along
+    bean = "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec"
 
-    assert float(before[0]["value"][1]) == 0 and float(after[0]["value"][1]) == 1
-    assert runtime.sim.cluster.messages_lost > 0  # the model's ground truth: the page was deserved
-    labels = {"alertname": "KafkaUncleanLeaderElection", "cluster": "sim", "severity": "page"}
+    def counted() -> float:  # Kafka's own count, by its JMX tool
+        return kafka_tools.jmx_values(kafka_cluster.nodes[witness].jmx_address, bean)[f"{bean}:Count"]
+
+    with (
+        Alertmanager(tmp_path / "am", _routing(webhook)) as am,
+        Prometheus(
+            tmp_path / "prom",
+            {"kafka": list(nodes.values())},
+            rule_files=check.rule_files(),
+            alertmanager=am.address,
+            target_labels={"kafka": {"cluster": "c1"}},
+        ) as prom,
+    ):
+        until(lambda: len(prom.query(elections)) == 3)  # every node's counter scraped
+        before = counted()
+        kafka_cluster.kill(victim)
+        try:
+            offline = wait_for(
+                lambda: kafka_tools.describe_topics(
+                    kafka_cluster.live_bootstrap, "--unavailable-partitions", topic=topic
+                ),
+                timeout_s=30,
+            )
+            assert not webhook.received, "nothing pages before the election"
+        finally:
+            kafka_cluster.restart(victim)
+        pages = until(lambda: [n.payload for n in webhook.pages()], timeout_s=120)
+        after = counted()
+        raw = {r["metric"]["instance"]: float(r["value"][1]) for r in prom.query(elections)}
+        alerts = am.alerts()
+
+    assert [r.partition for r in offline] == [led]
+    assert after == before + 1  # one partition elected uncleanly, by the controller's own count
+    assert raw[nodes[str(witness)]] == after  # the series the rule reads is Kafka's own count
+    labels = {"alertname": "KafkaUncleanLeaderElection", "cluster": "c1", "severity": "page"}
     assert [a["labels"] for a in alerts] == [labels], "only the unclean election fired"
     assert [r["name"] for r in alerts[0]["receivers"]] == ["page"]
     (page,) = pages
     assert page["receiver"] == "page" and page["status"] == "firing"
-    assert page["groupLabels"] == {"cluster": "sim", "alertname": "KafkaUncleanLeaderElection"}
+    assert page["groupLabels"] == {"cluster": "c1", "alertname": "KafkaUncleanLeaderElection"}
     (alert,) = page["alerts"]
     assert alert["labels"] == labels
-    assert alert["annotations"]["summary"] == "sim: unclean leader election (possible data loss)"
+    assert alert["annotations"]["summary"] == "c1: unclean leader election (possible data loss)"
     assert alert["annotations"]["runbook_url"] == "docs/runbooks/replication.md#kafkauncleanleaderelection"
     assert all(n.receiver == "page" for n in webhook.received), "nothing went to the ticket receiver"
 
