@@ -10,8 +10,9 @@
   behind their JMX-exporter endpoints, with znodes in an embedded ZooKeeper — a second, separately named
   cluster, never the real cluster's brokers;
 - Alertmanager with the shipped routing pointed at the stack's :class:`~peers.pager.Pager`, Prometheus
-  with the shipped rules (runbook links open the stack's app) scraping the derived exporter, the collector
-  and the fleet's endpoints;
+  with the shipped rules (runbook links open the stack's app) scraping the derived exporter, the collector,
+  the real nodes' exporter agents and the fleet's endpoints (jobs ``kafka`` and ``simulated-kafka``, each
+  series labelled with its cluster);
 - Kafka Observatory itself: ``kobs collect``, ``kobs stream`` and ``kobs app`` on the configuration the
   stack writes to ``<run_dir>/kobs.yaml``.
 """
@@ -50,9 +51,10 @@ PRODUCER_SETTINGS = {"buffer.memory": 1024 * 1024, "max.block.ms": 60_000, "acks
 PRODUCER_RATE = 500
 # Scrape often enough that each incident pages within a minute; the collector's defaults suit large clusters.
 INTERVALS = {"metrics_s": 15, "offsets_s": 10, "metadata_s": 5, "producers_s": 5}
-# Prometheus reads the fleet's broker-level series for the raw-metric rules; its per-partition series (most
-# of each page) reach the pipeline through the collector only.
-FLEET_SCRAPE = {
+# Prometheus reads the brokers' own series (the real nodes' JMX-exporter agents, the fleet's endpoints) for
+# the rules on raw metrics; their per-partition series (most of each page) reach the pipeline through the
+# collector only.
+BROKER_SCRAPE = {
     "scrape_interval": "15s",
     "metric_relabel_configs": [
         {"source_labels": ["__name__"], "regex": "kafka_log_log_.*", "action": "drop"},
@@ -219,9 +221,17 @@ class EmbeddedStack:
             "kobs-exporter": [sinks["exporter_address"]],
             "kobs-collector": [sinks["self_metrics_address"]],
         }
-        fleet = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
-        if fleet:
-            targets["simulated-kafka"] = fleet
+        # The brokers' own pages, for the rules on raw metrics (they group by cluster): job -> (cluster, URLs)
+        brokers = {
+            "kafka": (REAL_CLUSTER, [node.exporter_url for node in self.kafka.nodes.values()]),
+            "simulated-kafka": (FLEET_CLUSTER, [url for _, url in self.endpoints()]),
+        }
+        brokers = {
+            job: (cluster, [url.removeprefix("http://").removesuffix("/metrics") for url in urls])
+            for job, (cluster, urls) in brokers.items()
+            if urls
+        }
+        targets |= {job: addresses for job, (_, addresses) in brokers.items()}
         self.prometheus = self._add(
             Prometheus(
                 self.run_dir,
@@ -230,8 +240,8 @@ class EmbeddedStack:
                 alertmanager=self.alertmanager.address,
                 scrape_interval="5s",
                 port=ports["prometheus"],
-                target_labels={"simulated-kafka": {"cluster": FLEET_CLUSTER}},  # raw rules group by it
-                job_settings={"simulated-kafka": FLEET_SCRAPE},
+                target_labels={job: {"cluster": cluster} for job, (cluster, _) in brokers.items()},
+                job_settings=dict.fromkeys(brokers, BROKER_SCRAPE),
             )
         )
 
