@@ -163,9 +163,14 @@ class KafkaNode(ManagedProcess):
         return f"{HOST}:{self.jmx_port}"
 
     @property
+    def exporter_address(self) -> str:
+        """host:port of the JMX exporter's Java agent (a Prometheus scrape target)."""
+        return f"{HOST}:{self.exporter_port}"
+
+    @property
     def exporter_url(self) -> str:
         """Its metrics in the Prometheus format, served by the JMX exporter's Java agent."""
-        return f"http://{HOST}:{self.exporter_port}/metrics"
+        return f"http://{self.exporter_address}/metrics"
 
     def _ready(self) -> bool:
         """The node answers a metadata request that lists itself (registered and not fenced)."""

@@ -221,16 +221,11 @@ class EmbeddedStack:
             "kobs-exporter": [sinks["exporter_address"]],
             "kobs-collector": [sinks["self_metrics_address"]],
         }
-        # The brokers' own pages, for the rules on raw metrics (they group by cluster): job -> (cluster, URLs)
-        brokers = {
-            "kafka": (REAL_CLUSTER, [node.exporter_url for node in self.kafka.nodes.values()]),
-            "simulated-kafka": (FLEET_CLUSTER, [url for _, url in self.endpoints()]),
-        }
-        brokers = {
-            job: (cluster, [url.removeprefix("http://").removesuffix("/metrics") for url in urls])
-            for job, (cluster, urls) in brokers.items()
-            if urls
-        }
+        # The brokers' own pages, for the rules on raw metrics (grouped by cluster): job -> (cluster, targets)
+        fleet = [url.removeprefix("http://").removesuffix("/metrics") for _, url in self.endpoints()]
+        brokers = {"kafka": (REAL_CLUSTER, [node.exporter_address for node in self.kafka.nodes.values()])}
+        if fleet:
+            brokers["simulated-kafka"] = (FLEET_CLUSTER, fleet)
         targets |= {job: addresses for job, (_, addresses) in brokers.items()}
         self.prometheus = self._add(
             Prometheus(

@@ -62,8 +62,7 @@ def test_an_unclean_election_on_the_real_cluster_pages_from_the_raw_counter(kafk
     victim = 2
     (led,) = [r.partition for r in kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
               if r.leader == victim]  # fmt: skip
-    nodes = {str(i): n.exporter_url.removeprefix("http://").removesuffix("/metrics")
-             for i, n in kafka_cluster.nodes.items()}  # fmt: skip
+    nodes = {str(i): n.exporter_address for i, n in kafka_cluster.nodes.items()}
     elections = 'kafka_controller_controllerstats_uncleanleaderelections_total{cluster="c1"}'
     witness = next(i for i in kafka_cluster.nodes if i != victim)  # a controller running all along
     bean = "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec"

@@ -104,7 +104,7 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(stack):
     # Prometheus scrapes the nodes' exporter agents too (every 15 s), for the rules on raw series: the counter
     # the rule's other side reads reaches the same count.
     raw = 'kafka_controller_controllerstats_uncleanleaderelections_total{job="kafka",cluster="demo"}'
-    witness = stack.kafka.nodes[1].exporter_url.removeprefix("http://").removesuffix("/metrics")
+    witness = stack.kafka.nodes[1].exporter_address
     assert until(lambda: _query(stack, raw, ("instance",)).get(f"instance={witness}") == counted, 60)
 
     # 2. A follower hangs: its partitions are under-replicated and it pages.
