@@ -56,12 +56,14 @@ class Pager(ThreadingHTTPServer):
         super().__init__((HOST, 0), Handler)
         self.url = f"http://{HOST}:{self.server_address[1]}"
 
-    def pages(self, alertname: str | None = None, status: str = "firing") -> list[Notification]:
+    def pages(self, alertname: str | None = None, status: str | None = "firing") -> list[Notification]:
+        """Page notifications in arrival order, of ``alertname``'s group (None: any) whose status is
+        ``status`` (None: any). A group's notification is firing while any of its alerts fires."""
         return [
             n
             for n in list(self.received)
             if n.receiver == "page"
-            and n.payload["status"] == status
+            and status in (None, n.payload["status"])
             and (alertname is None or n.alertname == alertname)
         ]
 
