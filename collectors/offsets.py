@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -51,6 +52,13 @@ MOVED = frozenset(
 STALE = frozenset(
     (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION)
 )
+# librdkafka (2.16) frees a request bound for a group's coordinator (DescribeConsumerGroups,
+# ListConsumerGroupOffsets) that timed out while it still waited for the coordinator to answer its
+# connection, and aborts the process on a failed assertion once a coordinator does (its issue 4605): a
+# coordinator killed for longer than the request's timeout took the collector down, twice in one demo run.
+# These requests get librdkafka's longest timeout, so a coordinator's failover ends first; a scrape waits
+# for them until its own deadline only, and a group's request still out is not asked again.
+COORDINATOR_REQUEST_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,7 @@ class OffsetsSource:
         self._settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
         self._consumers = [Consumer(self._settings) for _ in range(PARALLEL_CALLS)]
         self._stale: set[int] = set()  # consumers to replace after the scrape
+        self._out: dict[tuple[str, str], Future] = {}  # (call, group) -> its coordinator request not done yet
 
     def collect(self) -> Scrape:
         ts, errors, group_errors = now_ms(), [], []
@@ -202,24 +211,44 @@ class OffsetsSource:
         ids = [g.group_id for g in listed["groups"].valid]
         if not ids:
             return [], {}
-        described = wait_all(
-            self._admin.describe_consumer_groups(ids, request_timeout=self.timeout_s),
-            deadline,
-            "describe_consumer_groups",
-            errors,
+        described = self._coordinator_answers(
+            "describe_consumer_groups", self._admin.describe_consumer_groups, ids, deadline, errors
         )
         states = {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
         groups = [GroupInfo(g, states[g], None) for g in ids if g not in described]
         groups += [
             GroupInfo(g, states[g], len(d.members), _assigned(d.members)) for g, d in described.items()
         ]
-        futures = {}
-        for group in ids:  # the API takes one group per request
-            request = [ConsumerGroupTopicPartitions(group)]
-            futures.update(self._admin.list_consumer_group_offsets(request, request_timeout=self.timeout_s))
-        results = wait_all(futures, deadline, "list_consumer_group_offsets", errors)
+        results = self._coordinator_answers(
+            "list_consumer_group_offsets", self._committed, ids, deadline, errors
+        )
         committed = {
             group: {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.error is None}
             for group, result in results.items()
         }
         return groups, committed
+
+    def _coordinator_answers(
+        self,
+        name: str,
+        call: Callable[..., dict[str, Future]],
+        groups: list[str],
+        deadline: float,
+        errors: list[str],
+    ) -> dict[str, Any]:
+        """Group -> the answer by ``deadline`` to its ``call`` (a request to its coordinator): the request
+        still out from an earlier scrape, else a new one."""
+        self._out = {key: future for key, future in self._out.items() if not future.done()}
+        new = [g for g in groups if (name, g) not in self._out]
+        if new:
+            asked = call(new, request_timeout=COORDINATOR_REQUEST_TIMEOUT_S)
+            self._out |= {(name, g): future for g, future in asked.items()}
+        return wait_all({g: self._out[name, g] for g in groups}, deadline, name, errors)
+
+    def _committed(self, groups: list[str], request_timeout: float) -> dict[str, Future]:
+        """``list_consumer_group_offsets`` of each group, one request each (the API takes one group)."""
+        futures: dict[str, Future] = {}
+        for group in groups:
+            request = [ConsumerGroupTopicPartitions(group)]
+            futures |= self._admin.list_consumer_group_offsets(request, request_timeout=request_timeout)
+        return futures

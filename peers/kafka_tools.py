@@ -8,6 +8,7 @@ and the like; parsers turn the tools' printed tables into plain rows.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 import time
@@ -168,6 +169,18 @@ def describe_group(bootstrap: str, group: str) -> list[GroupRow]:
     return parse_describe_group(
         run_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
     )
+
+
+def group_coordinator(bootstrap: str, group: str) -> int:
+    """``kafka-consumer-groups --describe --group G --state``: the id of the group's coordinator (the
+    ``COORDINATOR (ID)`` column reads ``host:port (id)``)."""
+    output = run_tool(
+        "kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group, "--state"
+    )
+    found = re.search(rf"^{re.escape(group)}\s+\S+\s+\((\d+)\)", output, re.MULTILINE)
+    if not found:
+        raise PeerError(f"no coordinator for group {group} in: {output.strip()}")
+    return int(found[1])
 
 
 def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:

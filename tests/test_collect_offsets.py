@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import until
 
 from collectors.admin import topics
 from collectors.isr import PartitionState, classify, diff_states
@@ -20,6 +26,8 @@ from peers import kafka_tools
 from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PRODUCED = {0: 5, 1: 3, 2: 0}  # messages per partition
 COMMITTED = {0: 2, 1: 3}  # offsets the group commits
@@ -302,6 +310,62 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
             time.sleep(1)
         again = source.collect()  # and it stays whole
         assert again.errors == [] and _end_offsets(again, topic) == truth
+
+
+def test_a_groups_coordinator_killed_and_restarted_costs_scrapes_not_the_collector(kafka_cluster):
+    """librdkafka aborted the collector process (its issue 4605) when a group's coordinator came back for
+    requests that had timed out waiting for it. A process of its own scrapes the cluster with a 3 s timeout
+    while the group's coordinator is killed, then restarted 12 s later: that process lives on; its scrapes
+    report the group's requests unanswered meanwhile and read the group's committed offsets again after,
+    as kafka-consumer-groups prints them."""
+    topic, group = "offsets-coordinator", "offsets-coordinator-group"
+    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED), 3)
+    _produce(kafka_cluster.bootstrap, topic)
+    _commit_as_group(kafka_cluster.bootstrap, topic, group)
+    expected = {str(p): o for p, o in COMMITTED.items()}
+    coordinator = kafka_tools.group_coordinator(kafka_cluster.bootstrap, group)
+    script = ROOT / "tests" / "offsets_scrapes.py"
+    command = [sys.executable, str(script), kafka_cluster.bootstrap, group, "3"]  # a 3 s timeout
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as scraper:
+        try:
+            scrapes = _scrapes_until(scraper, lambda s: s["committed"] == expected)
+            kafka_cluster.kill(coordinator)
+            try:
+                killed_at = scrapes[-1]["at"]
+                scrapes += _scrapes_until(scraper, lambda s: s["at"] > killed_at + 12)
+            finally:
+                kafka_cluster.restart(coordinator)
+            restarted_at = scrapes[-1]["at"]
+            scrapes += _scrapes_until(scraper, lambda s: s["committed"] == expected)
+            alive = scraper.poll() is None
+        finally:
+            scraper.terminate()
+            stderr = scraper.communicate(timeout=30)[1]
+    assert alive, stderr[-3000:]  # it ended with -6 (SIGABRT) before
+    asked = ("describe_consumer_groups", "list_consumer_group_offsets")  # the requests to the coordinator
+    unanswered = [
+        s["at"]
+        for s in scrapes
+        if s["committed"] != expected and any(e.startswith(asked) for e in s["errors"])
+    ]
+    assert unanswered and killed_at < unanswered[0] < restarted_at, scrapes
+    assert scrapes[-1]["at"] > restarted_at
+    tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)
+    assert {str(r.partition): r.current_offset for r in tool if r.current_offset is not None} == expected
+    until(
+        lambda: not kafka_tools.describe_topics(kafka_cluster.bootstrap, "--under-replicated-partitions"),
+        timeout_s=60,
+    )  # the node is back in every ISR for the tests after this one
+
+
+def _scrapes_until(scraper: subprocess.Popen, done: Callable[[dict], bool]) -> list[dict]:
+    """The scraper's scrapes (its JSON lines) up to the first that is ``done``, or to its end."""
+    scrapes = []
+    for line in scraper.stdout:
+        scrapes.append(json.loads(line))
+        if done(scrapes[-1]):
+            break
+    return scrapes
 
 
 def test_each_assigned_partitions_member_is_the_one_kafka_consumer_groups_names(kafka_cluster, cluster):
