@@ -67,18 +67,22 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
         joined = flight is not None
         if flight is None:
             flight = _in_flight[id(admin)] = Future()
-    if joined:
-        return flight.result(timeout=timeout_s)
+    if not joined:
+        try:
+            found = admin.list_topics(timeout=timeout_s)
+            topics = {name: t for name, t in found.topics.items() if not name.startswith("__")}
+            flight.set_result(ClusterView(topics, frozenset(found.brokers)))
+        except BaseException as exc:
+            flight.set_exception(exc)
+        finally:
+            with _in_flight_lock:
+                del _in_flight[id(admin)]
     try:
-        found = admin.list_topics(timeout=timeout_s)
-        topics = {name: t for name, t in found.topics.items() if not name.startswith("__")}
-        flight.set_result(ClusterView(topics, frozenset(found.brokers)))
-    except BaseException as exc:
-        flight.set_exception(exc)
+        return flight.result(timeout=timeout_s)
     finally:
-        with _in_flight_lock:
-            del _in_flight[id(admin)]
-    return flight.result()
+        # A raised exception's traceback holds this frame; without ``flight`` the frame no longer holds the
+        # exception (the future stores it), so no reference cycle keeps ``admin`` and its threads alive.
+        del flight
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

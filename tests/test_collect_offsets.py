@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,6 +140,22 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert time.monotonic() - started < 10  # generous safety bound: the timeout is honoured
     assert scrape.batch.samples == ()
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
+
+
+def test_a_source_dropped_after_a_failed_scrape_ends_its_clients_at_once():
+    """The failed metadata request's exception held the frame that held it (a reference cycle): a dropped
+    source's Admin client lived on, connecting and logging, until Python's cyclic collector ran, at any
+    moment and on any thread (on one of that client's own threads, librdkafka aborts the process)."""
+    dead = Cluster(name="dead", bootstrap_servers=[f"127.0.0.1:{free_port()}"])
+    source = OffsetsSource(dead, timeout_s=1.0)
+    assert source.collect().errors
+    admin = weakref.ref(source._admin)
+    gc.disable()
+    try:
+        del source
+        assert admin() is None
+    finally:
+        gc.enable()
 
 
 def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_cluster):
