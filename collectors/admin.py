@@ -23,9 +23,14 @@ K = TypeVar("K", bound=Hashable)
 SOCKET_TIMEOUT_MS = 10_000
 
 
-def admin_client(cluster: Cluster) -> AdminClient:
+def admin_settings(cluster: Cluster) -> dict[str, Any]:
+    """The settings of the Admin clients of ``cluster``."""
     defaults = {"socket.timeout.ms": SOCKET_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
-    return AdminClient(defaults | cluster_settings(cluster))
+    return defaults | cluster_settings(cluster)
+
+
+def admin_client(cluster: Cluster) -> AdminClient:
+    return AdminClient(admin_settings(cluster))
 
 
 def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: list[str]) -> dict[K, Any]:

@@ -3,34 +3,32 @@
 Per scrape: list topics; the log start and end offsets of every partition (ListOffsets earliest and latest
 through consumers' ``offsets_for_times``, ``LOG_OFFSETS_CHUNK`` partitions a call, ``PARALLEL_CALLS`` at a
 time on a consumer each: the Admin API's ``list_offsets`` makes a future per partition, hundreds of MB at
-100,000 partitions); meanwhile list groups, describe them (state, members) and read each group's committed
-offsets, with the member each assigned partition has. Lag itself (end - committed) is left to the jobs,
-which also see history. The topic listing goes
-out alone: it is the first step of the longest chain, and the broker answers it sooner without the group
-requests.
+100,000 partitions); meanwhile the consumer groups: state, members, the member each assigned partition has
+and committed offsets, read in a child process (:mod:`collectors.groups`: librdkafka crashes on some of
+these requests). Lag itself (end - committed) is left to the jobs, which also see history. The topic
+listing goes out alone: it is the first step of the longest chain, and the broker answers it sooner
+without the group requests.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
 
-from collectors.admin import admin_client, partitions, wait_all
+from collectors.admin import admin_client, admin_settings, partitions
+from collectors.groups import GroupInfo, GroupReader, Offsets
 from collectors.source import Scrape, now_ms
 from common import names
 from common.config import Cluster
@@ -52,24 +50,6 @@ MOVED = frozenset(
 STALE = frozenset(
     (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION)
 )
-# librdkafka (2.16) frees a request bound for a group's coordinator (DescribeConsumerGroups,
-# ListConsumerGroupOffsets) that timed out while it still waited for the coordinator to answer its
-# connection, and aborts the process on a failed assertion once a coordinator does (its issue 4605): a
-# coordinator killed for longer than the request's timeout took the collector down, twice in one demo run.
-# These requests get librdkafka's longest timeout, so a coordinator's failover ends first; a scrape waits
-# for them until its own deadline only, and a group's request still out is not asked again.
-COORDINATOR_REQUEST_TIMEOUT_S = 3600.0
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    group: str
-    state: str  # lower case Kafka state: stable, empty, preparing_rebalance, ...
-    members: int | None  # None when the broker did not describe the group
-    assigned: tuple[tuple[str, int, str, str], ...] = ()  # (topic, partition, member client id, member host)
-
-
-Offsets = Mapping[tuple[str, int], int]
 
 
 def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
@@ -96,16 +76,6 @@ def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo])
     return samples
 
 
-def _assigned(members: Iterable) -> tuple[tuple[str, int, str, str], ...]:
-    """(topic, partition, client id, host) of every partition assigned to one of ``members`` (the Admin
-    API's ``MemberDescription``; the host as the coordinator saw it, ``/127.0.0.1``)."""
-    return tuple(
-        (tp.topic, tp.partition, m.client_id, m.host)
-        for m in members
-        for tp in (m.assignment.topic_partitions if m.assignment else ())
-    )
-
-
 class OffsetsSource:
     """Admin API offsets of one cluster; ``collect()`` never raises for a fault of the cluster."""
 
@@ -119,10 +89,10 @@ class OffsetsSource:
         self._settings = cluster_settings(cluster) | {"group.id": f"kobs-{cluster.name}-offsets"}
         self._consumers = [Consumer(self._settings) for _ in range(PARALLEL_CALLS)]
         self._stale: set[int] = set()  # consumers to replace after the scrape
-        self._out: dict[tuple[str, str], Future] = {}  # (call, group) -> its coordinator request not done yet
+        self._groups = GroupReader(admin_settings(cluster))
 
     def collect(self) -> Scrape:
-        ts, errors, group_errors = now_ms(), [], []
+        ts, errors = now_ms(), []
         deadline = time.monotonic() + self.timeout_s
         try:
             listed = partitions(self._admin, self.timeout_s)
@@ -130,13 +100,19 @@ class OffsetsSource:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
         tps = [(t, p) for t in sorted(listed) for p in listed[t]]
         with ThreadPoolExecutor(PARALLEL_CALLS + 1, thread_name_prefix="kobs-offsets") as pool:
-            groups = pool.submit(self._group_samples, deadline, group_errors)  # meanwhile, on its own thread
-            samples = self._log_offset_samples(pool, tps, deadline, errors) + groups.result()
+            groups = pool.submit(self._groups.read, deadline - time.monotonic())  # meanwhile, on a thread
+            samples = self._log_offset_samples(pool, tps, deadline, errors)
+            read = groups.result()
+        samples += group_samples(read.committed, read.groups)
         for i in self._stale:
             self._consumers[i].close()
             self._consumers[i] = Consumer(self._settings)
         self._stale.clear()
-        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + group_errors)
+        return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples)), errors + read.errors)
+
+    def stop(self) -> None:
+        """End the groups' child process (it also ends with this process)."""
+        self._groups.stop()
 
     def _log_offset_samples(
         self, pool: ThreadPoolExecutor, tps: list[tuple[str, int]], deadline: float, errors: list[str]
@@ -193,62 +169,3 @@ class OffsetsSource:
                     failures[str(tp.error)] += 1
         errors.extend(f"list_offsets: {n} partitions failed with {reason}" for reason, n in failures.items())
         return samples
-
-    def _group_samples(self, deadline: float, errors: list[str]) -> list[Sample]:
-        groups, committed = self._groups(deadline, errors)
-        return group_samples(committed, groups)
-
-    def _groups(self, deadline: float, errors: list[str]) -> tuple[list[GroupInfo], dict[str, Offsets]]:
-        listed = wait_all(
-            {"groups": self._admin.list_consumer_groups(request_timeout=self.timeout_s)},
-            deadline,
-            "list_consumer_groups",
-            errors,
-        )
-        if not listed:
-            return [], {}
-        errors.extend(f"list_consumer_groups: {e}" for e in listed["groups"].errors)
-        ids = [g.group_id for g in listed["groups"].valid]
-        if not ids:
-            return [], {}
-        described = self._coordinator_answers(
-            "describe_consumer_groups", self._admin.describe_consumer_groups, ids, deadline, errors
-        )
-        states = {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
-        groups = [GroupInfo(g, states[g], None) for g in ids if g not in described]
-        groups += [
-            GroupInfo(g, states[g], len(d.members), _assigned(d.members)) for g, d in described.items()
-        ]
-        results = self._coordinator_answers(
-            "list_consumer_group_offsets", self._committed, ids, deadline, errors
-        )
-        committed = {
-            group: {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.error is None}
-            for group, result in results.items()
-        }
-        return groups, committed
-
-    def _coordinator_answers(
-        self,
-        name: str,
-        call: Callable[..., dict[str, Future]],
-        groups: list[str],
-        deadline: float,
-        errors: list[str],
-    ) -> dict[str, Any]:
-        """Group -> the answer by ``deadline`` to its ``call`` (a request to its coordinator): the request
-        still out from an earlier scrape, else a new one."""
-        self._out = {key: future for key, future in self._out.items() if not future.done()}
-        new = [g for g in groups if (name, g) not in self._out]
-        if new:
-            asked = call(new, request_timeout=COORDINATOR_REQUEST_TIMEOUT_S)
-            self._out |= {(name, g): future for g, future in asked.items()}
-        return wait_all({g: self._out[name, g] for g in groups}, deadline, name, errors)
-
-    def _committed(self, groups: list[str], request_timeout: float) -> dict[str, Future]:
-        """``list_consumer_group_offsets`` of each group, one request each (the API takes one group)."""
-        futures: dict[str, Future] = {}
-        for group in groups:
-            request = [ConsumerGroupTopicPartitions(group)]
-            futures |= self._admin.list_consumer_group_offsets(request, request_timeout=request_timeout)
-        return futures

@@ -201,7 +201,7 @@ class Scheduler:
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             for job in self.jobs:
-                if isinstance(job.source, _Connected):
+                if hasattr(job.source, "stop"):  # a ZooKeeper session, the offsets source's child process
                     job.source.stop()
 
     def _step(self, job: Job, now: float, once: bool) -> None:

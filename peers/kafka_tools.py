@@ -31,6 +31,8 @@ MAIN_CLASSES = {
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
 }
 
 
@@ -181,6 +183,32 @@ def group_coordinator(bootstrap: str, group: str) -> int:
     if not found:
         raise PeerError(f"no coordinator for group {group} in: {output.strip()}")
     return int(found[1])
+
+
+def lead(
+    bootstrap: str, topic: str, partition: int, replicas: tuple[int, ...], timeout_s: float = 60
+) -> None:
+    """Make ``replicas[0]`` the partition's leader as an operator would: ``kafka-reassign-partitions`` puts
+    the replicas in this order (the first is the preferred leader), ``kafka-leader-election --election-type
+    PREFERRED`` elects it."""
+    plan = {
+        "version": 1,
+        "partitions": [{"topic": topic, "partition": partition, "replicas": list(replicas)}],
+    }
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as plan_file:
+        json.dump(plan, plan_file)
+        plan_file.flush()
+        common = ("--bootstrap-server", bootstrap, "--reassignment-json-file", plan_file.name)
+        run_tool("kafka-reassign-partitions", *common, "--execute")
+        deadline = time.monotonic() + timeout_s
+        while "is still in progress" in run_tool("kafka-reassign-partitions", *common, "--verify"):
+            if time.monotonic() > deadline:
+                raise PeerError(
+                    f"the reassignment of {topic}-{partition} did not complete in {timeout_s:g} s"
+                )
+            time.sleep(1)
+    election = ("--election-type", "PREFERRED", "--topic", topic, "--partition", str(partition))
+    run_tool("kafka-leader-election", "--bootstrap-server", bootstrap, *election)
 
 
 def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:

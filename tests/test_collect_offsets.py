@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import until
 
-from collectors.admin import topics
+from collectors.admin import admin_settings, topics
+from collectors.groups import GroupInfo, GroupReader
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
-from collectors.offsets import GroupInfo, OffsetsSource, group_samples
+from collectors.offsets import OffsetsSource, group_samples
 from common import names
 from common.config import Cluster
 from common.contract import Event, Sample, decode, encode
@@ -330,50 +334,150 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
         assert again.errors == [] and _end_offsets(again, topic) == truth
 
 
-def test_a_groups_coordinator_killed_and_restarted_costs_scrapes_not_the_collector(kafka_cluster):
+def test_a_groups_coordinator_killed_costs_scrapes_until_kafka_moves_the_group_not_the_collector(
+    kafka_cluster, tmp_path
+):
     """librdkafka aborted the collector process (its issue 4605) when a group's coordinator came back for
-    requests that had timed out waiting for it. A process of its own scrapes the cluster with a 3 s timeout
-    while the group's coordinator is killed, then restarted 12 s later: that process lives on; its scrapes
-    report the group's requests unanswered meanwhile and read the group's committed offsets again after,
-    as kafka-consumer-groups prints them."""
+    requests that had timed out waiting for it; and with a broker down, the group listing (which asks every
+    broker) took the whole scrape, so every group was missing until the broker returned. A process of its
+    own scrapes the cluster with a 3 s timeout while the group's coordinator is killed: scrapes that miss
+    the group say why, the group is read again from the coordinator Kafka elected while the killed node is
+    still down, and the process lives on when the node returns."""
     topic, group = "offsets-coordinator", "offsets-coordinator-group"
-    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED), 3)
-    _produce(kafka_cluster.bootstrap, topic)
-    _commit_as_group(kafka_cluster.bootstrap, topic, group)
-    expected = {str(p): o for p, o in COMMITTED.items()}
+    expected = _committed_group(kafka_cluster.bootstrap, topic, group)
     coordinator = kafka_tools.group_coordinator(kafka_cluster.bootstrap, group)
-    script = ROOT / "tests" / "offsets_scrapes.py"
-    command = [sys.executable, str(script), kafka_cluster.bootstrap, group, "3"]  # a 3 s timeout
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as scraper:
+    with _scraping(kafka_cluster.bootstrap, group, tmp_path) as (scraper, stderr):
+        scrapes = _scrapes_until(scraper, lambda s: s["committed"] == expected)
+        killed_at = scrapes[-1]["at"]
+        kafka_cluster.kill(coordinator)
         try:
-            scrapes = _scrapes_until(scraper, lambda s: s["committed"] == expected)
-            kafka_cluster.kill(coordinator)
-            try:
-                killed_at = scrapes[-1]["at"]
-                scrapes += _scrapes_until(scraper, lambda s: s["at"] > killed_at + 12)
-            finally:
-                kafka_cluster.restart(coordinator)
-            restarted_at = scrapes[-1]["at"]
-            scrapes += _scrapes_until(scraper, lambda s: s["committed"] == expected)
-            alive = scraper.poll() is None
+            scrapes += _scrapes_until(
+                scraper, lambda s: s["committed"] != expected or s["at"] > killed_at + 60
+            )
+            scrapes += _scrapes_until(
+                scraper, lambda s: s["committed"] == expected or s["at"] > killed_at + 90
+            )
+            read_while_down = scrapes[-1]["committed"] == expected
         finally:
-            scraper.terminate()
-            stderr = scraper.communicate(timeout=30)[1]
-    assert alive, stderr[-3000:]  # it ended with -6 (SIGABRT) before
-    asked = ("describe_consumer_groups", "list_consumer_group_offsets")  # the requests to the coordinator
-    unanswered = [
-        s["at"]
-        for s in scrapes
-        if s["committed"] != expected and any(e.startswith(asked) for e in s["errors"])
-    ]
+            kafka_cluster.restart(coordinator)
+        restarted_at = scrapes[-1]["at"]
+        scrapes += _scrapes_until(scraper, lambda s: s["at"] > restarted_at + 10)
+        assert scraper.poll() is None, stderr.read_text()[-3000:]  # it ended with -6 (SIGABRT) before
+    unanswered = [s["at"] for s in scrapes if s["committed"] != expected and s["errors"]]  # and said why
     assert unanswered and killed_at < unanswered[0] < restarted_at, scrapes
-    assert scrapes[-1]["at"] > restarted_at
+    assert all(s["errors"] for s in scrapes if s["committed"] != expected), scrapes
+    assert read_while_down, scrapes  # not only once the node returned (90+ s before)
+    assert scrapes[-1]["committed"] == expected, scrapes
     tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)
     assert {str(r.partition): r.current_offset for r in tool if r.current_offset is not None} == expected
     until(
         lambda: not kafka_tools.describe_topics(kafka_cluster.bootstrap, "--under-replicated-partitions"),
         timeout_s=60,
     )  # the node is back in every ISR for the tests after this one
+
+
+def test_a_groups_coordinator_moved_while_the_old_one_runs_costs_a_scrape_not_the_collector(
+    kafka_cluster, tmp_path
+):
+    """librdkafka crashed the collector (SIGSEGV) when the coordinator it knew, moved away but still up,
+    answered ListConsumerGroupOffsets with NOT_COORDINATOR (it looks for the coordinator through the
+    client's own consumer group, which an Admin client does not have). Kafka's tools move the group's
+    coordinator as an operator does (the group's ``__consumer_offsets`` partition gets another preferred
+    leader and an election) under a process of its own scraping every second: it lives on and reads the
+    group's committed offsets from the new coordinator, as kafka-consumer-groups prints them."""
+    topic, group = "offsets-moved", "offsets-moved-group"
+    expected = _committed_group(kafka_cluster.bootstrap, topic, group)
+    coordinator = kafka_tools.group_coordinator(kafka_cluster.bootstrap, group)
+    # Kafka's group coordinator: Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions (50)
+    partition = abs(_java_string_hash(group)) % 50
+    placement = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic="__consumer_offsets")
+    replicas = next(r.replicas for r in placement if r.partition == partition)
+    others = tuple(r for r in replicas if r != coordinator)
+    with _scraping(kafka_cluster.bootstrap, group, tmp_path) as (scraper, stderr):
+        scrapes = _scrapes_until(scraper, lambda s: s["committed"] == expected)
+        moved_at = scrapes[-1]["at"]
+        kafka_tools.lead(kafka_cluster.bootstrap, "__consumer_offsets", partition, (*others, coordinator))
+        moved = kafka_tools.group_coordinator(kafka_cluster.bootstrap, group)
+        scrapes += _scrapes_until(scraper, lambda s: s["at"] > moved_at + 5 and s["committed"] == expected)
+        assert scraper.poll() is None, stderr.read_text()[-3000:]  # it ended with -11 (SIGSEGV) before
+    assert moved == others[0], scrapes
+    assert scrapes[-1]["committed"] == expected, scrapes
+    tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)
+    assert {str(r.partition): r.current_offset for r in tool if r.current_offset is not None} == expected
+
+
+def test_a_groups_child_process_killed_or_hung_costs_one_read(kafka_cluster, cluster):
+    """The group requests run in a child process: killed (as a librdkafka crash kills it) or hung (SIGSTOP),
+    it costs one read, which says so, and the next read comes from a new child."""
+    topic, group = "offsets-child", "offsets-child-group"
+    _committed_group(kafka_cluster.bootstrap, topic, group)
+    expected = {(topic, p): o for p, o in COMMITTED.items()}
+    reader = GroupReader(admin_settings(cluster))
+    try:
+        assert reader.read(10).committed[group] == expected
+        os.kill(_groups_child(), signal.SIGKILL)
+        killed = reader.read(10)
+        assert killed.errors == [
+            "groups_process: the child process died of SIGKILL; a new child process asks at the next scrape"
+        ]
+        assert reader.read(10).committed[group] == expected
+        os.kill(_groups_child(), signal.SIGSTOP)
+        hung = reader.read(2)
+        assert hung.errors == [
+            "groups_process: no answer within 2 s; a new child process asks at the next scrape"
+        ]
+        assert not [p for p in Path("/proc").glob("*/cmdline") if _child_of_ours(p)]  # it was ended
+        assert reader.read(10).committed[group] == expected
+    finally:
+        reader.stop()
+
+
+def _groups_child() -> int:
+    """The pid of this process's one ``collectors.groups`` child."""
+    (pid,) = [int(p.parent.name) for p in Path("/proc").glob("*/cmdline") if _child_of_ours(p)]
+    return pid
+
+
+def _child_of_ours(cmdline: Path) -> bool:
+    try:
+        stat, command = (cmdline.parent / "stat").read_text(), cmdline.read_bytes()
+    except OSError:  # ended meanwhile
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"collectors.groups" in command
+
+
+def _committed_group(bootstrap: str, topic: str, group: str) -> dict[str, int]:
+    """A topic of ``PRODUCED`` messages, replication factor 3, and ``group`` committed at ``COMMITTED``, as
+    the scraping process reports them (partition as text)."""
+    create_topic(bootstrap, topic, len(PRODUCED), 3)
+    _produce(bootstrap, topic)
+    _commit_as_group(bootstrap, topic, group)
+    return {str(p): o for p, o in COMMITTED.items()}
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (32-bit, signed) of ASCII text."""
+    value = 0
+    for char in text:
+        value = (31 * value + ord(char)) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@contextmanager
+def _scraping(bootstrap: str, group: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """A process of its own (``tests/offsets_scrapes.py``) scraping the cluster every second with a 3 s
+    timeout, so that a native crash shows as its exit status; and the file its stderr goes to."""
+    stderr = tmp_path / "scraper.err"
+    command = [sys.executable, str(ROOT / "tests" / "offsets_scrapes.py"), bootstrap, group, "3"]
+    with (
+        stderr.open("w") as err,
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True) as p,
+    ):
+        try:
+            yield p, stderr
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
 
 
 def _scrapes_until(scraper: subprocess.Popen, done: Callable[[dict], bool]) -> list[dict]:
