@@ -1,20 +1,16 @@
-"""Admin API plumbing: one client per watched cluster; waiting on many futures under one deadline; one
-metadata request for the sources of a cluster that ask at the same time."""
+"""Admin API plumbing: one client per watched cluster; one metadata request for the sources of a cluster
+that ask at the same time."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from confluent_kafka.admin import AdminClient, TopicMetadata
 
 from common.config import Cluster
 from common.kafka_clients import cluster_settings
-
-K = TypeVar("K", bound=Hashable)
 
 # How long a request may wait for a broker before librdkafka drops the connection (its default: 60 s). It
 # sends each metadata request to the broker it used last, so a hung broker (SIGSTOPped, in a long GC pause:
@@ -31,20 +27,6 @@ def admin_settings(cluster: Cluster) -> dict[str, Any]:
 
 def admin_client(cluster: Cluster) -> AdminClient:
     return AdminClient(admin_settings(cluster))
-
-
-def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: list[str]) -> dict[K, Any]:
-    """Results of the futures that finish by ``deadline`` (monotonic); one error line per failure kind."""
-    results: dict[K, Any] = {}
-    failures: dict[str, int] = {}
-    for key, future in futures.items():
-        try:
-            results[key] = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except Exception as exc:  # KafkaException, TimeoutError: both are faults of the watched cluster
-            reason = f"{type(exc).__name__}: {exc}"
-            failures[reason] = failures.get(reason, 0) + 1
-    errors.extend(f"{what}: {n} failed with {reason}" for reason, n in failures.items())
-    return results
 
 
 _in_flight: dict[int, Future[ClusterView]] = {}  # per client: the metadata request out

@@ -39,7 +39,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from collectors.admin import wait_all
+from collectors.futures import wait_all
 
 COORDINATOR_REQUEST_TIMEOUT_S = 3600.0  # librdkafka's longest: a coordinator's failover ends first
 LISTING_SHARE = 0.5  # of a read's time, for ListConsumerGroups
@@ -97,8 +97,12 @@ class GroupRequests:
             GroupInfo(g, states[g], len(d.members), _assigned(d.members)) for g, d in described.items()
         ]
         results = self._answers("list_consumer_group_offsets", self._committed, ids, deadline, errors)
-        committed = {
-            group: {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.error is None}
+        committed = {  # one string object per topic name: pickled once, and shared again in the parent
+            group: {
+                (sys.intern(tp.topic), tp.partition): tp.offset
+                for tp in result.topic_partitions
+                if tp.error is None
+            }
             for group, result in results.items()
         }
         return GroupsRead(groups, committed, errors)
@@ -113,12 +117,13 @@ class GroupRequests:
     ) -> dict[str, Any]:
         """Group -> the answer by ``deadline`` to its ``call`` (a request to its coordinator): the request
         still out from an earlier read, else a new one."""
-        self._out = {key: future for key, future in self._out.items() if not future.done()}
         new = [g for g in groups if (name, g) not in self._out]
         if new:
             asked = call(new, request_timeout=COORDINATOR_REQUEST_TIMEOUT_S)
             self._out |= {(name, g): future for g, future in asked.items()}
-        return wait_all({g: self._out[name, g] for g in groups}, deadline, name, errors)
+        answers = wait_all({g: self._out[name, g] for g in groups}, deadline, name, errors)
+        self._out = {key: future for key, future in self._out.items() if not future.done()}  # answers freed
+        return answers
 
     def _committed(self, groups: list[str], request_timeout: float) -> dict[str, Future]:
         """``list_consumer_group_offsets`` of each group, one request each (the API takes one group)."""

@@ -20,7 +20,8 @@ from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicMetadata
 
-from collectors.admin import admin_client, cluster_view, wait_all
+from collectors.admin import admin_client, cluster_view
+from collectors.futures import wait_all
 from collectors.isr import PartitionKey, PartitionState, diff_states, partition_samples
 from collectors.source import Scrape, now_ms
 from common import names
