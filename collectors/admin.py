@@ -75,8 +75,3 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
     """Metadata (partitions: leader, replicas, ISR) of every non-internal topic (:func:`cluster_view`)."""
     return cluster_view(admin, timeout_s).topics
-
-
-def partitions(admin: AdminClient, timeout_s: float) -> dict[str, list[int]]:
-    """Partition ids of every non-internal topic."""
-    return {name: sorted(t.partitions) for name, t in topics(admin, timeout_s).items()}

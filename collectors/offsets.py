@@ -27,7 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from collectors.admin import admin_client, admin_settings, partitions
+from collectors.admin import admin_client, admin_settings, topics
 from collectors.groups import GroupInfo, GroupReader, Offsets
 from collectors.source import Scrape, now_ms
 from common import names
@@ -95,10 +95,15 @@ class OffsetsSource:
         ts, errors = now_ms(), []
         deadline = time.monotonic() + self.timeout_s
         try:
-            listed = partitions(self._admin, self.timeout_s)
+            listed = topics(self._admin, self.timeout_s)
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
-        tps = [(t, p) for t in sorted(listed) for p in listed[t]]
+        # A partition without a leader (its only replicas down) is not asked: librdkafka waits for its leader
+        # until the call's timeout, and the whole call fails, with the offsets of every partition in it.
+        leaders = {(t, p): m.leader for t in sorted(listed) for p, m in sorted(listed[t].partitions.items())}
+        tps = [tp for tp, leader in leaders.items() if leader >= 0]
+        if offline := len(leaders) - len(tps):
+            errors.append(f"list_offsets: {offline} partitions have no leader (offline), not asked")
         with ThreadPoolExecutor(PARALLEL_CALLS + 1, thread_name_prefix="kobs-offsets") as pool:
             groups = pool.submit(self._groups.read, deadline - time.monotonic())  # meanwhile, on a thread
             samples = self._log_offset_samples(pool, tps, deadline, errors)
