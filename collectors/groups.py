@@ -25,6 +25,7 @@ time, a killed broker hid every group until it returned).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -146,15 +147,16 @@ def _assigned(members: Iterable) -> tuple[tuple[str, int, str, str], ...]:
 
 def serve(conn: Connection) -> None:
     """The child: the Admin client's settings first, then one :class:`GroupsRead` per timeout received, until
-    the parent closes its end."""
+    the parent closes its end (or is gone); then it exits at once, without tearing its client down
+    (librdkafka's teardown with coordinator requests out is the path of its issue 4605)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
         requests = GroupRequests(AdminClient(conn.recv()))
         conn.send("ready")
         while True:
             conn.send(requests.read(conn.recv()))
-    except (EOFError, OSError):  # the parent is gone
-        return
+    except (EOFError, OSError):
+        os._exit(0)
 
 
 class GroupReader:

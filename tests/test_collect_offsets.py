@@ -422,28 +422,30 @@ def test_a_groups_child_process_killed_or_hung_costs_one_read(kafka_cluster, clu
     expected = {(topic, p): o for p, o in COMMITTED.items()}
     reader = GroupReader(admin_settings(cluster))
     try:
+        others = _groups_children()  # of sources other tests left to the garbage collector
         assert reader.read(10).committed[group] == expected
-        os.kill(_groups_child(), signal.SIGKILL)
+        (child,) = _groups_children() - others
+        os.kill(child, signal.SIGKILL)
         killed = reader.read(10)
         assert killed.errors == [
             "groups_process: the child process died of SIGKILL; a new child process asks at the next scrape"
         ]
         assert reader.read(10).committed[group] == expected
-        os.kill(_groups_child(), signal.SIGSTOP)
+        (child,) = _groups_children() - others
+        os.kill(child, signal.SIGSTOP)
         hung = reader.read(2)
         assert hung.errors == [
             "groups_process: no answer within 2 s; a new child process asks at the next scrape"
         ]
-        assert not [p for p in Path("/proc").glob("*/cmdline") if _child_of_ours(p)]  # it was ended
+        assert not _groups_children() - others  # it was ended
         assert reader.read(10).committed[group] == expected
     finally:
         reader.stop()
 
 
-def _groups_child() -> int:
-    """The pid of this process's one ``collectors.groups`` child."""
-    (pid,) = [int(p.parent.name) for p in Path("/proc").glob("*/cmdline") if _child_of_ours(p)]
-    return pid
+def _groups_children() -> set[int]:
+    """The pids of this process's live ``collectors.groups`` children."""
+    return {int(p.parent.name) for p in Path("/proc").glob("*/cmdline") if _child_of_ours(p)}
 
 
 def _child_of_ours(cmdline: Path) -> bool:
