@@ -8,9 +8,10 @@ the disk's measured sequential write speed). Baseline: the model's prediction, r
 
 Three things keep the measurement about Kafka: the brokers are warmed up first (unmeasured rows, so that
 their JIT has compiled the produce, replication and fetch paths: cold brokers measured 2-3x slower), each
-producer tool warms itself up too (its first third of records, Kafka's own ``--warmup-records``; the figure
-and the CPU are those of its steady state), and records come from a file of ready payloads (the tool
-otherwise draws every byte of every record from a random generator, which took half its CPU at 1 KB).
+perf tool warms itself up too (its first third of records, Kafka's own ``--warmup-records`` for a
+producer; the figure and the CPU are those of its steady state), and records come from a file of ready
+payloads (the producer tool otherwise draws every byte of every record from a random generator, which took
+half its CPU at 1 KB).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from peers.stack import create_topic
 PARTITIONS = 6
 BATCH_BYTES = 16_384  # the Java producer's default batch.size, which the perf tool keeps
 TARGET = (2.0, 1.3)  # every row within x2 of the measurement, the median within x1.3 (issue 17)
-WARM_UP_SHARE = 3  # a producer tool's first third of records warms its JVM up (not measured)
+WARM_UP_SHARE = 3  # a perf tool's first third of records warms its JVM up (not measured)
 TOOL_TIMEOUT_S = 1800
 REPLICAS_KEPT = 3.3  # a row's copies on the brokers' disks at RF 3, with the logs' indexes and headers
 
@@ -78,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=at_least_one,
         default=3000,
         help="payload each row sends or reads, in MB (default 3000: 30,000,000 messages of 100 B; a "
-        "producer's first third warms its JVM up and is not measured); the brokers are first warmed up "
+        "perf tool's first third warms its JVM up and is not measured); the brokers are first warmed up "
         "with two unmeasured rows of the same size. A row at RF 3 keeps 3 copies on disk until it ends: "
         "the cluster started here needs that much free space under the temporary directory (the default "
         "takes ~8 minutes on 2 cores)",
@@ -221,50 +222,75 @@ def produce(
         "--throughput", "-1", "--reporting-interval", "1000", "--producer-props",
         f"bootstrap.servers={bootstrap}", f"acks={row.acks}", heap="512m", quick=False,
     )  # fmt: skip
-    outputs, steady, end = run_tools(
-        "kafka-producer-perf-test", [argv] * row.producers, lambda line: line.startswith(STEADY)
-    )
+    run = run_tools("kafka-producer-perf-test", [argv] * row.producers, lambda line: line.startswith(STEADY))
     rates = []
-    for out in outputs:
+    for out in run.outputs:
         final = STEADY_RESULT.findall(out)
         if not final:
             raise RuntimeError(f"kafka-producer-perf-test printed no steady-state figure: {out[-2000:]}")
         rates.append(float(final[-1][1]))
-    rate = sum(rates)
+    rate, steady, end = sum(rates), run.steady, run.end
     return rate, CpuUse.between(steady, end, rate * (end.at_s - steady.at_s)) if steady else None
 
 
+# kafka-consumer-perf-test's report (--show-detailed-stats): time, thread, MB so far, MB/s, records so far
+CONSUMER_REPORT = re.compile(r"\d{4}-\d\d-\d\d [\d:]+, \d+, [\d.]+, [\d.]+, (\d+),")
+CONSUMER_SHORT = "WARNING: Exiting before consuming the expected number of messages"
+
+
 def consume(bootstrap: str, topic: str, records: int) -> tuple[float, CpuUse]:
-    """``fetch.nMsg.sec`` of kafka-consumer-perf-test reading ``records`` (the group's join left out), and
-    the CPU of its whole run."""
+    """Steady-state records/s of kafka-consumer-perf-test reading ``records``, and its CPU: from its first
+    report (one a second) past its first third of records, which warm its JVM up as a producer's do, to its
+    last report (its close and exit left out), on the records read in between. A read too short to be
+    reported twice past its first third counts from the tool's start to its end (JVM start, the group's
+    join and the exit included)."""
     argv = tool_argv(
-        "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--messages",
-        str(records), "--timeout", "60000", heap="512m", quick=False,
+        "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic, "--num-records",
+        str(records), "--timeout", "60000", "--show-detailed-stats", "--reporting-interval", "1000",
+        heap="512m", quick=False,
     )  # fmt: skip
-    (out,), start, end = run_tools("kafka-consumer-perf-test", [argv], None)
-    lines = [line for line in out.splitlines() if line.strip()]
-    header = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
-    if header is None or header + 1 >= len(lines):
-        raise RuntimeError(f"kafka-consumer-perf-test printed no result: {out[-2000:]}")
-    values = dict(
-        zip([c.strip() for c in lines[header].split(",")], lines[header + 1].split(","), strict=False)
-    )
-    assert start is not None  # marked at the start when no line is waited for
-    return float(values["fetch.nMsg.sec"]), CpuUse.between(start, end, records)
+    warm = records // WARM_UP_SHARE
+    run = run_tools("kafka-consumer-perf-test", [argv], lambda line: records_read(line) >= warm)
+    if CONSUMER_SHORT in run.outputs[0]:
+        raise RuntimeError(
+            f"kafka-consumer-perf-test read fewer than {records} records: {run.outputs[0][-2000:]}"
+        )
+    if len(run.marked) < 2:
+        cpu = CpuUse.between(run.start, run.end, records)
+    else:
+        (first_line, first), (last_line, last) = run.marked[0], run.marked[-1]
+        cpu = CpuUse.between(first, last, records_read(last_line) - records_read(first_line))
+    return cpu.records / cpu.seconds, cpu
 
 
-def run_tools(
-    name: str, argvs: list[list[str]], steady: Callable[[str], bool] | None
-) -> tuple[list[str], CpuMark | None, CpuMark]:
-    """Run the perf tools ``argvs`` (Kafka's ``name``) at once; their outputs, the CPU mark when every one
-    has printed a line for which ``steady`` holds (``steady`` None: at their start; None if one ended before
-    the last got there), and the mark when the first one ended."""
+def records_read(line: str) -> int:
+    """The records read so far in a report line of kafka-consumer-perf-test, -1 in any other line."""
+    report = CONSUMER_REPORT.match(line)
+    return int(report.group(1)) if report else -1
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """Perf tools run at once: their outputs, and CPU marks at their start, when every one of them had
+    printed a steady-state line (None if one ended first), when the first one ended, and at every
+    steady-state line (``marked``, in the order read, with the line)."""
+
+    outputs: list[str]
+    start: CpuMark
+    steady: CpuMark | None
+    end: CpuMark
+    marked: list[tuple[str, CpuMark]]
+
+
+def run_tools(name: str, argvs: list[list[str]], steady: Callable[[str], bool]) -> ToolRun:
+    """Run the perf tools ``argvs`` (Kafka's ``name``) at once to their end; a line for which ``steady``
+    holds says a tool is in steady state."""
     with tempfile.TemporaryFile("w+") as errors:
         tools: list[subprocess.Popen] = []
         try:
             for argv in argvs:
                 tools.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True))
-            outputs, marks = _read(tools, steady)
+            run = _read(tools, steady)
         except BaseException:  # interrupted (`kill PID`) or failed: no tool outlives its row
             for tool in tools:
                 tool.kill()
@@ -272,33 +298,32 @@ def run_tools(
         codes = [tool.wait(60) for tool in tools]
         if any(codes):
             errors.seek(0)
-            said = errors.read() or outputs[next(i for i, c in enumerate(codes) if c)]
+            said = errors.read() or run.outputs[next(i for i, c in enumerate(codes) if c)]
             raise RuntimeError(f"{name} failed ({codes}): {said[-2000:]}")
-    return outputs, marks.get("steady"), marks["end"]
+    return run
 
 
-def _read(
-    tools: list[subprocess.Popen], steady: Callable[[str], bool] | None
-) -> tuple[list[str], dict[str, CpuMark]]:
-    """The running ``tools``' outputs to their end, and the CPU marks of :func:`run_tools` ("steady",
-    "end"); raises TimeoutError when one runs past :data:`TOOL_TIMEOUT_S`."""
+def _read(tools: list[subprocess.Popen], steady: Callable[[str], bool]) -> ToolRun:
+    """The running ``tools``' outputs to their end, with the CPU marks of :class:`ToolRun`; raises
+    TimeoutError when one runs past :data:`TOOL_TIMEOUT_S`."""
     pids = [tool.pid for tool in tools]
-    lock, marks, waiting = threading.Lock(), {}, len(tools)
-    if steady is None:
-        marks["steady"] = cpu_mark(pids)
+    lock, marks, waiting = threading.Lock(), {"start": cpu_mark(pids)}, len(tools)
     outputs: list[list[str]] = [[] for _ in tools]
+    marked: list[tuple[str, CpuMark]] = []
 
     def read(tool: subprocess.Popen, lines: list[str]) -> None:
         nonlocal waiting
-        seen = steady is None
+        seen = False
         for line in tool.stdout:  # type: ignore[union-attr]
             lines.append(line)
-            if not seen and steady(line):  # type: ignore[misc]
-                seen = True
-                with lock:
-                    waiting -= 1
+            if not steady(line):
+                continue
+            with lock:
+                marked.append((line, cpu_mark(pids)))
+                if not seen:
+                    seen, waiting = True, waiting - 1
                     if not waiting and "end" not in marks:
-                        marks["steady"] = cpu_mark(pids)
+                        marks["steady"] = marked[-1][1]
         with lock:
             marks.setdefault("end", cpu_mark(pids))  # before the tool is waited for: /proc still has it
 
@@ -309,7 +334,8 @@ def _read(
         reader.join(TOOL_TIMEOUT_S)
     if any(reader.is_alive() for reader in readers):
         raise TimeoutError(f"a perf tool ran past {TOOL_TIMEOUT_S} s: {''.join(outputs[0])[-2000:]}")
-    return ["".join(lines) for lines in outputs], marks
+    texts = ["".join(lines) for lines in outputs]
+    return ToolRun(texts, marks["start"], marks.get("steady"), marks["end"], marked)
 
 
 def verdict(results: list[dict]) -> str:
