@@ -1,6 +1,8 @@
 """This machine as the capacity model's hardware: cores from the OS; the clock the cores run at, loopback as
 the network and the disk's sequential write speed, all measured; and the local cluster's brokers, heaps and
-page cache.
+page cache. Beside them, not a model input: how much of a lone core's work each core does when all are busy
+(``core_share``; about half when two virtual cores are one physical core's hyperthreads), which the clock
+does not show.
 
 Everything runs on one machine here: the three brokers and the perf tools share its cores, its loopback and
 its disk, which :meth:`Machine.hardware` says to the model (``shared_machine``).
@@ -25,7 +27,7 @@ from peers import jvm
 BROKERS = 3
 BROKER_HEAP_GB = 384 * 2**20 / 1e9  # peers.kafka's -Xmx384m
 CHUNK = 1 << 20
-CLOCK_PROBE = Path(__file__).with_name("CoreClock.java")
+CORE_PROBE = Path(__file__).with_name("CoreProbe.java")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Machine:
     cores: int
     clock_ghz: float
     clock_source: str  # "measured", or where the nominal figure came from
+    core_share: float  # each core's work with all of them busy, of a lone core's (1.0: cores of their own)
     ram_gb: float
     loopback_gbps: float
     loopback_cycles_per_byte: float  # the kernel's, both ends
@@ -57,7 +60,8 @@ class Machine:
     def text(self) -> str:
         return (
             f"{BROKERS} brokers on one machine of {self.cores} cores at {self.clock_ghz:.2f} GHz "
-            f"({self.clock_source}), {self.ram_gb:.0f} GB RAM, loopback {self.loopback_gbps:.1f} Gb/s at "
+            f"({self.clock_source}), each doing {self.core_share:.2f} of a lone core's work when all are "
+            f"busy (measured), {self.ram_gb:.0f} GB RAM, loopback {self.loopback_gbps:.1f} Gb/s at "
             f"{self.loopback_cycles_per_byte:.2f} cycles per byte, disk {self.disk_mbps:.0f} MiB/s "
             f"sequential writes at {self.disk_cycles_per_byte:.2f} cycles per byte (measured)"
         )
@@ -71,6 +75,7 @@ def measure(scratch: Path) -> Machine:
         cores=cores,
         clock_ghz=clock,
         clock_source=source,
+        core_share=core_share(cores),
         ram_gb=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9,
         loopback_gbps=loopback.bytes_per_s * 8 / 1e9,
         loopback_cycles_per_byte=loopback.cpu_s_per_byte * clock * 1e9,
@@ -81,14 +86,23 @@ def measure(scratch: Path) -> Machine:
 
 def core_clock_ghz(cores: int) -> tuple[float, str]:
     """The clock ``cores`` busy cores run at, and where the figure comes from. Measured on x86-64, where a
-    multiply's cycles are known (``CoreClock.java``): a virtual machine's /proc/cpuinfo gives the nominal
-    clock, and turbo runs faster (this test machine: 2.6 GHz stated, 4.0 measured). Elsewhere the nominal."""
+    multiply's cycles are known (``CoreProbe.java clock``): a virtual machine's /proc/cpuinfo gives the
+    nominal clock, and turbo runs faster (a test machine: 2.6 GHz stated, 4.0 measured). Elsewhere the
+    nominal."""
     if platform.machine().lower() in ("x86_64", "amd64"):
-        classes = jvm.compiled(CLOCK_PROBE)
-        argv = ["java", "-cp", str(classes), CLOCK_PROBE.stem, str(cores)]
-        done = subprocess.run(argv, capture_output=True, text=True, check=True)
-        return float(done.stdout), "measured"
+        return float(_core_probe("clock", cores)), "measured"
     return nominal_clock_ghz(), "nominal, /proc/cpuinfo"
+
+
+def _core_probe(probe: str, threads: int) -> str:
+    """What ``CoreProbe.java`` prints for ``probe`` ("clock" or "share") run on ``threads`` threads."""
+    argv = ["java", "-cp", str(jvm.compiled(CORE_PROBE)), CORE_PROBE.stem, probe, str(threads)]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+
+def core_share(cores: int) -> float:
+    """How much of one lone core's work each of ``cores`` busy cores does (``CoreProbe.java share``)."""
+    return float(_core_probe("share", cores))
 
 
 def nominal_clock_ghz() -> float:

@@ -37,8 +37,8 @@ def test_every_row_runs_kafkas_perf_tools_and_prints_measured_beside_the_model(k
     assert lines[0].startswith("machine: ") and "loopback" in lines[1] and "disk" in lines[1]
     report = json.loads(lines[-1])
     assert set(report["machine"]) == {
-        "cores", "clock_ghz", "clock_source", "ram_gb", "loopback_gbps", "loopback_cycles_per_byte",
-        "disk_mbps", "disk_cycles_per_byte",
+        "cores", "clock_ghz", "clock_source", "core_share", "ram_gb", "loopback_gbps",
+        "loopback_cycles_per_byte", "disk_mbps", "disk_cycles_per_byte",
     }  # fmt: skip
     rows = report["rows"]
     assert all(set(row) == KEYS for row in rows) and len(rows) >= 6

@@ -1,5 +1,6 @@
-"""This machine as model hardware, measured: the clock its cores run at (``bench/CoreClock.java``) and the
-kernel's CPU per byte moved over loopback and written to disk."""
+"""This machine as model hardware, measured: the clock its cores run at (``bench/CoreProbe.java``), the work
+each does when all are busy (the same probe) and the kernel's CPU per byte moved over loopback and
+written to disk."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import platform
 
 import pytest
 
-from bench.capacity_machine import core_clock_ghz, disk_writes, loopback_transfer, nominal_clock_ghz
+from bench.capacity_machine import (
+    core_clock_ghz,
+    core_share,
+    disk_writes,
+    loopback_transfer,
+    nominal_clock_ghz,
+)
 
 FASTEST_X86_GHZ = 6.2  # the highest clock an x86 core has shipped with (Core i9-14900KS, 2024)
 
@@ -19,6 +26,14 @@ def test_the_clock_is_measured_no_slower_than_stated_and_no_faster_than_any_x86_
     ghz, source = core_clock_ghz(2)
     assert source == "measured"
     assert 0.9 * nominal_clock_ghz() <= ghz <= FASTEST_X86_GHZ, (ghz, nominal_clock_ghz())
+
+
+def test_a_lone_thread_does_a_lone_cores_work_and_busy_cores_no_more_each():
+    """One thread measured twice does the same work; with every core busy each does at most a lone core's,
+    and at least about half of it (two hyperthreads of one core). A probe timed by the clock on the wall
+    rather than each thread's CPU, or whose loop the compiler dropped, lands outside these bounds."""
+    assert 0.9 <= core_share(1) <= 1.1
+    assert 0.4 <= core_share(2) <= 1.1
 
 
 def test_moving_bytes_costs_the_probes_cpu_and_no_more_than_their_threads_can_spend(tmp_path):
