@@ -19,7 +19,16 @@ def wait_all(futures: Mapping[K, Future], deadline: float, what: str, errors: li
         try:
             results[key] = future.result(timeout=max(0.0, deadline - time.monotonic()))
         except Exception as exc:  # KafkaException, TimeoutError: both are faults of the watched cluster
+            forget_frames(exc)
             reason = f"{type(exc).__name__}: {exc}"
             failures[reason] = failures.get(reason, 0) + 1
     errors.extend(f"{what}: {n} failed with {reason}" for reason, n in failures.items())
     return results
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the traceback of ``exc``, a future's exception just read. The future keeps the exception, and
+    the traceback raising it gave holds the reader's frame and its callers' (their futures, their source):
+    a reference cycle that keeps a dropped source's clients alive until Python's cyclic collector runs, at
+    any moment and on any thread (librdkafka aborts when a client is destroyed on its own thread)."""
+    exc.__traceback__ = None

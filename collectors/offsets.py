@@ -28,6 +28,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from collectors.admin import admin_client, admin_settings, topics
+from collectors.futures import forget_frames
 from collectors.groups import GroupInfo, GroupReader, Offsets
 from collectors.source import Scrape, now_ms
 from common import names
@@ -165,6 +166,7 @@ class OffsetsSource:
             try:
                 result = call.result()
             except KafkaException as exc:
+                forget_frames(exc)  # its traceback holds ``fetch``'s frame, and that this source
                 failures[str(exc.args[0])] += size
                 continue
             for tp in result:

@@ -12,15 +12,17 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import until
 
 from collectors.admin import admin_settings, topics
+from collectors.futures import wait_all
 from collectors.groups import GroupInfo, GroupReader
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
@@ -146,6 +148,16 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
 
 
+@contextmanager
+def _cyclic_collector_off() -> Iterator[None]:
+    """Only reference counts free objects meanwhile: what a reference cycle holds stays."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def test_a_source_dropped_after_a_failed_scrape_ends_its_clients_at_once():
     """The failed metadata request's exception held the frame that held it (a reference cycle): a dropped
     source's Admin client lived on, connecting and logging, until Python's cyclic collector ran, at any
@@ -154,12 +166,51 @@ def test_a_source_dropped_after_a_failed_scrape_ends_its_clients_at_once():
     source = OffsetsSource(dead, timeout_s=1.0)
     assert source.collect().errors
     admin = weakref.ref(source._admin)
-    gc.disable()
-    try:
+    with _cyclic_collector_off():
         del source
         assert admin() is None
-    finally:
-        gc.enable()
+
+
+class FailingCall:
+    """Stands in for a consumer whose log-offsets calls fail as a whole (as they do while a broker is down:
+    tests/test_collect_offsets.py's killed-broker test), so that the failure comes every time."""
+
+    def offsets_for_times(self, partitions, timeout):
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+
+def test_a_source_dropped_after_failed_log_offset_calls_ends_its_clients_at_once(kafka_cluster):
+    """A failed call's exception, kept by its future, held the reading frame through its traceback and the
+    calling thread's frames with it (the source, and the test's own locals): a dropped source's clients,
+    and a test's producer, lived on until Python's cyclic collector ran, logging into later tests."""
+    create_topic(kafka_cluster.bootstrap, "offsets-failing-calls", 2, 1)
+    source = OffsetsSource(Cluster(name="calls", bootstrap_servers=[kafka_cluster.bootstrap]))
+    source._consumers = [FailingCall() for _ in source._consumers]
+    scrape = source.collect()
+    assert any("failed with" in e and "_TIMED_OUT" in e for e in scrape.errors), scrape.errors
+    admin = weakref.ref(source._admin)
+    with _cyclic_collector_off():
+        del source
+        assert admin() is None
+
+
+def test_a_failed_future_read_keeps_no_frame_of_its_reader():
+    # collectors.metadata reads describe_configs answers so: a broker down failed some, and the futures'
+    # exceptions held the source's frames until the cyclic collector ran
+    failed: Future = Future()
+    failed.set_exception(KafkaException(KafkaError(KafkaError._TRANSPORT)))
+
+    def read(owner: object) -> dict:
+        return wait_all({"broker 1": failed}, time.monotonic() + 1, "describe_configs", errors)
+
+    errors: list[str] = []
+    owner = threading.Event()  # any object the reader's caller holds
+    held = weakref.ref(owner)
+    assert read(owner) == {} and errors == ["describe_configs: 1 failed with KafkaException: " + str(
+        failed.exception())]  # fmt: skip
+    with _cyclic_collector_off():
+        del owner
+        assert held() is None
 
 
 def test_sources_asking_while_a_metadata_request_is_out_share_its_answer(kafka_cluster):
