@@ -11,8 +11,9 @@
  * its own). A thread keeps eight independent shift-and-xor chains going, more integer work than a core's
  * units start in a cycle, so the figure is what a core's units do rather than its clock (which sharing does
  * not change). Two virtual cores that are one physical core's hyperthreads share its units and get about
- * half each. Each thread's median round counts: its first rounds run before the compiler is done, and its
- * fastest could be one its sibling sat out.
+ * half each. A lone run before the measured ones lets the compiler finish; then lone runs and runs of all
+ * threads take turns, so that a neighbour on the host slows both alike, and the median of their ratios
+ * counts, each run's figure its median round (its fastest could be one a sibling sat out).
  *
  * Usage: java CoreProbe clock|share THREADS
  */
@@ -22,8 +23,9 @@ public final class CoreProbe {
     private static final int SQUARES_PER_ROUND = 50_000_000;
     private static final int CLOCK_ROUNDS = 12;
     private static final double CYCLES_PER_MULTIPLY = 3.0;
-    private static final int STEPS_PER_ROUND = 100_000_000;
-    private static final int SHARE_ROUNDS = 7;
+    private static final int STEPS_PER_ROUND = 50_000_000;
+    private static final int SHARE_ROUNDS = 3;
+    private static final int SHARE_TRIALS = 7;
     private static volatile long sink; // the loops' results, kept so the compiler cannot drop them
 
     public static void main(String[] args) throws InterruptedException {
@@ -32,9 +34,15 @@ public final class CoreProbe {
         if (args[0].equals("clock")) {
             figure = java.util.Arrays.stream(onThreads(threads, CoreProbe::clockGhz)).min().getAsDouble();
         } else if (args[0].equals("share")) {
-            double alone = onThreads(1, CoreProbe::stepsPerCpuSecond)[0];
-            figure = java.util.Arrays.stream(onThreads(threads, CoreProbe::stepsPerCpuSecond)).average()
-                    .getAsDouble() / alone;
+            onThreads(1, CoreProbe::stepsPerCpuSecond); // not counted: the compiler's, as it runs on the fly
+            double[] shares = new double[SHARE_TRIALS];
+            for (int trial = 0; trial < SHARE_TRIALS; trial++) {
+                double alone = onThreads(1, CoreProbe::stepsPerCpuSecond)[0];
+                shares[trial] = java.util.Arrays.stream(onThreads(threads, CoreProbe::stepsPerCpuSecond))
+                        .average().getAsDouble() / alone;
+            }
+            java.util.Arrays.sort(shares);
+            figure = shares[SHARE_TRIALS / 2];
         } else {
             throw new IllegalArgumentException("usage: java CoreProbe clock|share THREADS");
         }
