@@ -120,13 +120,21 @@ def metrics_topic_settings(config: Config) -> dict[str, Any]:
 
 
 def metrics_producer_settings(config: Config) -> dict[str, Any]:
-    """Producer settings for the metrics topic: batched, compressed, idempotent, never blocking long."""
+    """Producer settings for the metrics topic: batched, compressed, idempotent, never blocking long.
+
+    A hung broker (SIGSTOPped, in a long GC pause: its socket open) leading metrics-topic partitions holds
+    the produce requests sent to it until they time out. 10 s, not librdkafka's 30 s per request and 60 s
+    per socket: the retry then finds the new leader (Kafka fences a silent broker after 9 s by default)
+    within ``message.timeout.ms``. With the defaults the records failed, went to the spool and every
+    source's records queued behind it: the collector's output reached the topic up to a minute late."""
     return metrics_topic_settings(config) | {
         "client.id": "kobs-collector",
         "enable.idempotence": True,
         "compression.type": "lz4",
         "linger.ms": 50,
         "message.timeout.ms": 30000,
+        "request.timeout.ms": 10000,
+        "socket.timeout.ms": 10000,
     }
 
 

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from waiting import wait_for
 
 from collectors import publisher as publisher_module
 from collectors.publisher import Publisher
@@ -161,6 +162,68 @@ def test_a_refused_creation_names_the_cause_and_the_setting_to_fix(kafka_cluster
     )
     assert str(refused.value).endswith("— set metrics_topic.replication_factor to at most the broker count")
     assert _partitions(kafka_cluster.bootstrap, "publisher-refused") is None
+
+
+def test_a_hung_leader_of_the_metrics_topic_holds_records_seconds_and_spools_nothing(kafka_cluster, tmp_path):
+    """A node leading metrics-topic partitions hangs (SIGSTOP: its sockets stay open) while the collector
+    publishes: the produce requests sent to it time out after 10 s and their retries reach the new leader
+    (Kafka fences the node after 6 s here), so nothing is spooled and no record waits long. With
+    librdkafka's defaults (30 s a request, 60 s a socket) the records failed, the spool took 904 of them
+    and every source's records, on every partition, queued behind it: up to 63 s late (the demo's hung-node
+    incident then paged only after 92 s on a loaded machine, and once not at all). The bound, 25 s, sits
+    between the ~12 s measured now and the 30 s the old request timeout alone cost."""
+    topic = f"publisher-hung-{free_port()}"
+    create_topic(kafka_cluster.bootstrap, topic, 6, replication_factor=3)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+    leaders = {p: m.leader for p, m in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()}
+    hung = leaders[0]
+    publisher = Publisher.from_config(_config(kafka_cluster.bootstrap, tmp_path, topic, 6)).start()
+    # The reader asks the new leader 5 s after its fetch from the hung node went unanswered: its own
+    # socket timeout must not be what the test measures.
+    reader = Consumer(
+        {"bootstrap.servers": kafka_cluster.bootstrap, "group.id": "reader", "socket.timeout.ms": 5000}
+    )
+    reader.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in leaders])
+    sources = [f"source-{i}" for i in range(12)]  # keys spread over the six partitions
+    submitted: dict[tuple[str, int], float] = {}
+    read: dict[tuple[str, int], tuple[float, int]] = {}
+    try:
+        for seq in range(60):  # 30 s, one batch a source every half second
+            if seq == 10:
+                kafka_cluster.pause(hung)
+            for source in sources:
+                submitted[source, seq] = time.monotonic()
+                assert publisher.submit(_batch(source, seq))
+            _read(reader, read, until_s=time.monotonic() + 0.5)
+        _read(reader, read, until_s=time.monotonic() + 30, expected=len(submitted))
+    finally:
+        kafka_cluster.resume(hung)
+        publisher.close(timeout_s=5)
+        reader.close()
+        assert wait_for(lambda: _whole(admin, topic), timeout_s=60)  # the node back in every ISR
+    on_hung = {source for (source, _), (_, partition) in read.items() if leaders[partition] == hung}
+    assert on_hung  # some sources' partitions were led by the hung node
+    assert publisher.stats.spooled == 0
+    assert read.keys() == submitted.keys()
+    late = max(read[key][0] - submitted[key] for key in submitted)
+    assert late < 25, f"a record was readable {late:.0f} s after it was submitted"
+
+
+def _whole(admin: AdminClient, topic: str) -> bool:
+    return all(
+        len(p.isrs) == 3 for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()
+    )
+
+
+def _read(reader: Consumer, read: dict, until_s: float, expected: int | None = None) -> None:
+    """Each batch read: (source, seq) → (monotonic time read, partition)."""
+    while time.monotonic() < until_s and (expected is None or len(read) < expected):
+        msg = reader.poll(0.1)
+        if msg is not None and not msg.error():
+            batch = decode(msg.value())
+            read.setdefault(
+                (batch.source, int(batch.samples[0].labels["seq"])), (time.monotonic(), msg.partition())
+            )
 
 
 def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):

@@ -20,6 +20,7 @@ import sys
 import pytest
 from waiting import until, wait_for
 
+from collectors.metadata import SOURCE as METADATA
 from kobs import incidents
 from kobs.incidents import INCIDENTS, Player
 from peers import kafka_tools
@@ -108,8 +109,8 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(stack):
     assert until(lambda: _query(stack, raw, ("instance",)).get(f"instance={witness}") == counted, 60)
 
     # 2. A follower hangs: its partitions are under-replicated and it pages.
-    _cause, paged_after = player.break_until_paged(pause)
-    assert paged_after is not None, "\n".join(lines)
+    cause_s, paged_after = player.break_until_paged(pause)
+    assert paged_after is not None, "\n".join(lines) + "\n" + _pause_seen(stack, cause_s)
     under = kafka_tools.describe_topics(stack.kafka.live_bootstrap, "--under-replicated-partitions")
     lagging_topics = {r.topic for r in under if incidents.PAUSED not in r.isr}
     paged_topics = {
@@ -232,6 +233,35 @@ def _elections_seen(stack: EmbeddedStack, derived: str) -> str:
     }
     seen = _query(stack, derived)
     return f"kobs counts {seen}, changes {changes}; the nodes say {nodes}; broker scrapes {scrapes}"
+
+
+def _pause_seen(stack: EmbeddedStack, cause_s: float) -> str:
+    """For a hung node's page that never came, over the last 6 minutes (5 s steps, changes only, each at its
+    seconds since the node hung at ``cause_s``): the paging alerts firing, ``kobs_broker_up`` per broker,
+    each topic's under-replicated seconds, the age of the newest metadata scrape the stream had seen; and
+    the collector's scrape errors by source and reason. (A CI run had no page within 240 s; on a loaded
+    machine here the collector's output once reached the topic 89 s late, time enough for KafkaBrokerDown,
+    which inhibits the page, to fire first.)"""
+
+    def changes(expr: str, label: str) -> dict[str, list[tuple[int, int]]]:
+        rows = stack.prometheus.query(f"({expr})[6m:5s]")
+        series = {r["metric"].get(label, ""): [(round(t - cause_s), round(float(v))) for t, v in r["values"]]
+                  for r in rows}  # fmt: skip
+        return {k: [p for i, p in enumerate(v) if not i or p[1] != v[i - 1][1]] for k, v in series.items()}
+
+    newest = f'kobs_source_last_seen_timestamp_seconds{{job="kobs-exporter",source="{METADATA}"}}'
+    watched = {
+        "paging": ('max by (alertname) (ALERTS{alertstate="firing",severity="page"})', "alertname"),
+        "broker up": ('kobs_broker_up{job="kobs-exporter"}', "broker"),
+        "under-replicated s": ("max by (topic) (kobs_topic_under_replicated_seconds)", "topic"),
+        "metadata age s": (f"time() - max({newest})", ""),
+    }
+    errors = "sum by (source, reason) (increase(kobs_collector_scrape_errors_total[6m]))"
+    failed = {
+        (r["metric"]["source"], r["metric"]["reason"]): r["value"][1] for r in stack.prometheus.query(errors)
+    }
+    seen = "; ".join(f"{name} {changes(*query)}" for name, query in watched.items())
+    return f"{seen}; scrape errors {failed}"
 
 
 BROKER_RESOURCES = (
