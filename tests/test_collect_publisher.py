@@ -188,7 +188,7 @@ def test_a_hung_leader_of_the_metrics_topic_holds_records_seconds_and_spools_not
     submitted: dict[tuple[str, int], float] = {}
     read: dict[tuple[str, int], tuple[float, int]] = {}
     try:
-        for seq in range(60):  # 30 s, one batch a source every half second
+        for seq in range(40):  # 20 s, one batch a source every half second
             if seq == 10:
                 kafka_cluster.pause(hung)
             for source in sources:
