@@ -10,18 +10,14 @@ from typing import Any, NamedTuple
 from confluent_kafka.admin import AdminClient, TopicMetadata
 
 from common.config import Cluster
-from common.kafka_clients import cluster_settings
-
-# How long a request may wait for a broker before librdkafka drops the connection (its default: 60 s). It
-# sends each metadata request to the broker it used last, so a hung broker (SIGSTOPped, in a long GC pause:
-# its socket still open) would take every metadata request until this ends: the sources were blind to the
-# cluster for a minute. Admin operations carry their own timeouts. ``client_properties`` may override it.
-SOCKET_TIMEOUT_MS = 10_000
+from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
 
 
 def admin_settings(cluster: Cluster) -> dict[str, Any]:
-    """The settings of the Admin clients of ``cluster``."""
-    defaults = {"socket.timeout.ms": SOCKET_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
+    """The settings of the Admin clients of ``cluster``. librdkafka sends each metadata request to the
+    broker it used last, so without :data:`HUNG_BROKER_TIMEOUT_MS` a hung one took every metadata request;
+    Admin operations carry their own timeouts. ``client_properties`` may set ``socket.timeout.ms``."""
+    defaults = {"socket.timeout.ms": HUNG_BROKER_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
     return defaults | cluster_settings(cluster)
 
 

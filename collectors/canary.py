@@ -41,7 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from collectors.admin import admin_client
 from collectors.scheduler import reason_of
 from common.config import Cluster
-from common.kafka_clients import cluster_settings
+from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,11 @@ class Canary:
         settings = cluster_settings(self.cluster)
         timeout_ms = int(self.settings.timeout_s * 1000)
         producer = Producer(
-            {"client.id": f"kobs-canary-{self.cluster.name}", "linger.ms": 0, "socket.timeout.ms": 10_000}
+            {
+                "client.id": f"kobs-canary-{self.cluster.name}",
+                "linger.ms": 0,
+                "socket.timeout.ms": HUNG_BROKER_TIMEOUT_MS,
+            }
             | settings
             | {"acks": "all", "message.timeout.ms": timeout_ms}
         )

@@ -24,6 +24,13 @@ SECRET_KEYS = ("sasl.password", "ssl.key.password")
 # connection attempt (about 90 a second in kobs collect). The same errors reach the code (error callbacks,
 # exceptions), which logs one line per change of state; ``kobs -v`` shows librdkafka's lines again.
 LIBRDKAFKA_LOG_LEVEL = 2
+# How long every kobs client waits for one broker's answer before it drops the connection and asks again,
+# there or elsewhere (librdkafka: 30 s a request, 60 s a socket; Kafka's Java client: 30 s). A hung broker
+# (SIGSTOPped, in a long GC pause: its sockets still open) otherwise held each request for that long: the
+# metadata sources were blind for a minute, the metrics producer's records failed into the spool with every
+# source's records behind them, and each micro-batch of kobs stream waited. Kafka fences a silent broker
+# after 9 s by default, so the next attempt finds its partitions' new leaders.
+HUNG_BROKER_TIMEOUT_MS = 10_000
 log = logging.getLogger(__name__)
 
 
@@ -120,21 +127,16 @@ def metrics_topic_settings(config: Config) -> dict[str, Any]:
 
 
 def metrics_producer_settings(config: Config) -> dict[str, Any]:
-    """Producer settings for the metrics topic: batched, compressed, idempotent, never blocking long.
-
-    A hung broker (SIGSTOPped, in a long GC pause: its socket open) leading metrics-topic partitions holds
-    the produce requests sent to it until they time out. 10 s, not librdkafka's 30 s per request and 60 s
-    per socket: the retry then finds the new leader (Kafka fences a silent broker after 9 s by default)
-    within ``message.timeout.ms``. With the defaults the records failed, went to the spool and every
-    source's records queued behind it: the collector's output reached the topic up to a minute late."""
+    """Producer settings for the metrics topic: batched, compressed, idempotent, never blocking long. A
+    produce request to a hung leader is retried at the new one within ``message.timeout.ms``."""
     return metrics_topic_settings(config) | {
         "client.id": "kobs-collector",
         "enable.idempotence": True,
         "compression.type": "lz4",
         "linger.ms": 50,
         "message.timeout.ms": 30000,
-        "request.timeout.ms": 10000,
-        "socket.timeout.ms": 10000,
+        "request.timeout.ms": HUNG_BROKER_TIMEOUT_MS,
+        "socket.timeout.ms": HUNG_BROKER_TIMEOUT_MS,
     }
 
 

@@ -33,7 +33,13 @@ from pyspark.sql.types import (
 )
 
 from common.config import Config
-from common.kafka_clients import AccessError, java_client_settings, metadata, metrics_topic_settings
+from common.kafka_clients import (
+    HUNG_BROKER_TIMEOUT_MS,
+    AccessError,
+    java_client_settings,
+    metadata,
+    metrics_topic_settings,
+)
 from spark_jobs.records import Tables, to_record_batch
 
 SCHEMA = StructType(
@@ -51,11 +57,6 @@ SCHEMA = StructType(
     ]
 )
 
-
-# How long Kafka's Java client waits for a broker's answer before it drops the connection and asks
-# another (its default: 30 s). A hung broker (SIGSTOPped, in a long GC pause: its sockets still open) that
-# leads metrics-topic partitions held every micro-batch that long: the derived alerts came a minute late.
-REQUEST_TIMEOUT_MS = "10000"
 
 # How long the driver's Admin client keeps at one offset question before it gives up (its default: 60 s);
 # Spark's source then makes a new client, which reads the cluster's metadata afresh, and asks again (3
@@ -88,7 +89,7 @@ def source_options(config: Config) -> dict[str, str]:
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
         "maxRecordsPerPartition": str(READ_TASK_RECORDS),
-        "kafka.request.timeout.ms": REQUEST_TIMEOUT_MS,
+        "kafka.request.timeout.ms": str(HUNG_BROKER_TIMEOUT_MS),
         "kafka.default.api.timeout.ms": API_TIMEOUT_MS,
         "kafka.fetch.max.wait.ms": FETCH_WAIT_MS,
     }
