@@ -128,31 +128,43 @@ class OffsetsSource:
 
         def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
             """One call, and once more for the partitions whose leader moved since the client's metadata
-            (right after a topic is created, or a broker went away: :data:`MOVED`), time allowing."""
-            consumer = self._consumers[i % PARALLEL_CALLS]
+            (right after a topic is created, or a broker went away: :data:`MOVED`), time allowing. A whole
+            call failed by the consumer's stale metadata is asked again of a fresh consumer: the same one
+            fails it again at once (its cache answers, not a broker)."""
+            slot = i % PARALLEL_CALLS
+            consumer, fresh = self._consumers[slot], None
             pending = [TopicPartition(t, p, spec) for t, p in chunk]
             answers: dict[tuple[str, int], TopicPartition] = {}
-            for attempt in range(2):
-                if attempt:
-                    if not pending or deadline - time.monotonic() < RETRY_PAUSE_S:
-                        break
-                    time.sleep(RETRY_PAUSE_S)
-                try:
-                    found = consumer.offsets_for_times(pending, timeout=max(0.0, deadline - time.monotonic()))
-                except KafkaException as exc:  # the whole call: every partition is still pending
-                    if exc.args[0].code() in STALE:
-                        self._stale.add(i % PARALLEL_CALLS)
-                    if attempt or exc.args[0].code() not in MOVED or deadline - time.monotonic() < 1:
-                        raise
-                    continue
-                answers.update({(tp.topic, tp.partition): tp for tp in found})
-                pending = [
-                    TopicPartition(tp.topic, tp.partition, spec)
-                    for tp in found
-                    if tp.error is not None and tp.error.code() in MOVED
-                ]
+            try:
+                for attempt in range(2):
+                    if attempt:
+                        if not pending or deadline - time.monotonic() < RETRY_PAUSE_S:
+                            break
+                        time.sleep(RETRY_PAUSE_S)
+                    try:
+                        found = consumer.offsets_for_times(
+                            pending, timeout=max(0.0, deadline - time.monotonic())
+                        )
+                    except KafkaException as exc:  # the whole call: every partition is still pending
+                        code = exc.args[0].code()
+                        if code in STALE:
+                            self._stale.add(slot)
+                        if attempt or code not in MOVED or deadline - time.monotonic() < 1:
+                            raise
+                        if code in STALE:
+                            consumer = fresh = Consumer(self._settings)
+                        continue
+                    answers.update({(tp.topic, tp.partition): tp for tp in found})
+                    pending = [
+                        TopicPartition(tp.topic, tp.partition, spec)
+                        for tp in found
+                        if tp.error is not None and tp.error.code() in MOVED
+                    ]
+            finally:
+                if fresh is not None:
+                    fresh.close()
             if any(tp.error is not None and tp.error.code() in STALE for tp in answers.values()):
-                self._stale.add(i % PARALLEL_CALLS)
+                self._stale.add(slot)
             return list(answers.values())
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
