@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from typing import Protocol
 
 from collectors.admin import admin_client
 from collectors.exposition import ExpositionSource
+from collectors.futures import forget_frames
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots
 from collectors.mapping import DEFAULT_MAPPING
 from collectors.metadata import MetadataSource
@@ -223,7 +225,10 @@ class Scheduler:
         try:
             scrape = future.result()
         except Exception as exc:  # a bug in a source must not end the loop
-            log.exception("%s: scrape raised", job.label)
+            # The traceback as text: the exception's own holds this frame, and this frame its future (a
+            # cycle), and a log record keeps what it is given (pytest's capture, a buffering handler).
+            log.error("%s: scrape raised\n%s", job.label, "".join(traceback.format_exception(exc)).rstrip())
+            forget_frames(exc)
             self._count(job, [f"exception: {exc!r}"])
             return
         job.samples += len(scrape.batch.samples)

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
+from collections import Counter
+
 import pytest
 
 from collectors.metadata import MetadataSource
-from collectors.scheduler import _Connected, build_jobs, next_due
+from collectors.publisher import Publisher
+from collectors.scheduler import Job, Scheduler, _Connected, build_jobs, next_due
+from collectors.self_metrics import SelfMetrics
+from collectors.spool import Spool
 from common.config import Config
 
 
@@ -47,3 +55,30 @@ def test_a_clusters_admin_api_sources_share_one_client():
     config = Config.model_validate({"clusters": [{"name": "c", "bootstrap_servers": ["127.0.0.1:9"]}]})
     offsets, metadata = [job.source for job in build_jobs(config) if job.source.name.startswith("admin/")]
     assert offsets._admin is metadata._admin
+
+
+class BuggySource:
+    """A source with a bug: its ``collect`` raises (the real sources report a cluster's faults as errors)."""
+
+    name = "buggy"
+
+    def collect(self):
+        raise RuntimeError("a bug")
+
+
+def test_a_source_that_raises_is_counted_and_its_exception_keeps_nothing_alive(tmp_path):
+    # The exception, kept by its future, held through its traceback the scheduler's frame that read it, and
+    # that frame the future: a reference cycle that kept the scheduler, its sources and their clients alive
+    # until Python's cyclic collector ran.
+    job = Job("c", BuggySource(), interval_s=60)
+    publisher = Publisher({"bootstrap.servers": "127.0.0.1:9"}, "metrics", Spool(tmp_path, 1 << 20))
+    scheduler = Scheduler([job], publisher, SelfMetrics(publisher, [job.label]))
+    scheduler.run(threading.Event(), once=True)
+    assert job.errors == Counter(exception=1) and job.last_errors == ["exception: RuntimeError('a bug')"]
+    held = weakref.ref(scheduler)
+    gc.disable()
+    try:
+        del scheduler
+        assert held() is None
+    finally:
+        gc.enable()
