@@ -5,7 +5,8 @@
    KafkaProducerBlocked pages. The broker is restarted; the partitions return and the buffer drains.
 2. **A follower hangs** (SIGSTOP, as in a long GC pause or a stuck disk): the leaders drop it from their
    ISRs after ``replica.lag.time.max.ms``, partitions are under-replicated, and
-   KafkaUnderReplicatedPartitions pages. SIGCONT: it catches up and the ISRs expand.
+   KafkaUnderReplicatedPartitions pages (or KafkaBrokerDown, which inhibits it, where that fires first).
+   SIGCONT: it catches up and the ISRs expand.
 
 Each incident starts once the previous one's page resolved (or gave up waiting), and reports how long
 after its cause the page arrived at the pager, against the one-minute target.
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
+from peers.pager import Notification
 from peers.stack import INCIDENT_TOPIC, PRODUCER, EmbeddedStack
 
 PAGE_TARGET_S = 60.0
@@ -128,7 +130,8 @@ class Player:
     def _play(self, number: int, incident: Incident) -> Outcome:
         self.say(f"incident {number}: {incident.title}")
         self.settle(incident)
-        cause_s, paged_after = self.break_until_paged(incident)
+        cause_s, page = self.break_until_paged(incident)
+        paged_after = page.received_s - cause_s if page else None
         if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
             return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
         resolved_after = self.repair_until_resolved(incident)
@@ -144,20 +147,23 @@ class Player:
             self.say(f"  waiting {wait_s:.0f} s for Alertmanager to close the last {alert} group first")
             self.stopped.wait(wait_s)
 
-    def break_until_paged(self, incident: Incident) -> tuple[float, float | None]:
-        """Break; wait for the page. (time of the break, seconds from it to the page or None)."""
+    def break_until_paged(self, incident: Incident) -> tuple[float, Notification | None]:
+        """Break; wait for the page. (time of the break, the page or None): the alert's own, or the page of
+        an alert that inhibits it (:meth:`page_for`)."""
         cause_s = time.time()
         self.say("  " + incident.begin(self.stack))
-        page = self._wait(lambda: self._notified(incident.alert, "firing", cause_s), self.wait_s)
-        paged_after = page.received_s - cause_s if page else None
+        page = self._wait(lambda: self.page_for(incident.alert, cause_s), self.wait_s)
         if self.stopped.is_set():
             pass  # stopping: say nothing more
         elif page:
+            paged_after = page.received_s - cause_s
             verdict = "within" if paged_after <= PAGE_TARGET_S else "OVER"
-            self.say(f"  {incident.alert} paged {paged_after:.0f} s after the cause ({verdict} the 60 s aim)")
+            covering = f", which inhibits {incident.alert}" if page.alertname != incident.alert else ""
+            aim = f"{verdict} the 60 s aim"
+            self.say(f"  {page.alertname} paged {paged_after:.0f} s after the cause{covering} ({aim})")
         else:
             self.say(f"  no {incident.alert} page within {self.wait_s:.0f} s")
-        return cause_s, paged_after
+        return cause_s, page
 
     def repair_until_resolved(self, incident: Incident) -> float | None:
         """Repair; wait until Alertmanager holds the alert no more. Seconds from the repair, or None.
@@ -182,7 +188,25 @@ class Player:
             return True
         return any(a["labels"]["alertname"] == alert for a in alerts)
 
-    def _notified(self, alert: str, status: str, since_s: float):
+    def page_for(self, alert: str, since_s: float) -> Notification | None:
+        """The first page since ``since_s`` that told of ``alert``: its own, or, while Alertmanager holds
+        every such alert inhibited, the page of an alert inhibiting it (alerts/alertmanager.yml: a broker
+        down covers its partitions' under-replication; whichever fires first pages)."""
+        if own := self._notified(alert, "firing", since_s):
+            return own
+        try:
+            held = self.stack.alertmanager.alerts()
+        except OSError:  # Alertmanager busy: ask again
+            return None
+        names = {a["fingerprint"]: a["labels"]["alertname"] for a in held}
+        alerts = [a for a in held if a["labels"]["alertname"] == alert]
+        if not alerts or not all(a["status"]["inhibitedBy"] for a in alerts):
+            return None  # not firing yet, or one of them may still page
+        inhibiting = {names.get(f) for a in alerts for f in a["status"]["inhibitedBy"]}
+        pages = [page for name in inhibiting if name and (page := self._notified(name, "firing", since_s))]
+        return min(pages, key=lambda page: page.received_s, default=None)
+
+    def _notified(self, alert: str, status: str, since_s: float) -> Notification | None:
         found = [n for n in self.stack.pager.pages(alert, status) if n.received_s >= since_s]
         return found[0] if found else None
 

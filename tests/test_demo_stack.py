@@ -62,8 +62,8 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(stack):
     led_by_killed = incidents.led_by(stack, incidents.KILLED, INCIDENT_TOPIC)
 
     # 1. A broker of the replication-factor-1 topic dies: the producer blocks and it pages.
-    _cause, paged_after = player.break_until_paged(kill)
-    assert paged_after is not None, "\n".join(lines)
+    _cause, page = player.break_until_paged(kill)
+    assert page is not None, "\n".join(lines)
     offline = kafka_tools.describe_topics(
         stack.kafka.live_bootstrap, "--unavailable-partitions", topic=INCIDENT_TOPIC
     )
@@ -109,18 +109,21 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(stack):
     assert until(lambda: _query(stack, raw, ("instance",)).get(f"instance={witness}") == counted, 60)
 
     # 2. A follower hangs: its partitions are under-replicated and it pages.
-    cause_s, paged_after = player.break_until_paged(pause)
-    assert paged_after is not None, "\n".join(lines) + "\n" + _pause_seen(stack, cause_s)
+    # It pages as under-replicated partitions, or as KafkaBrokerDown where that fired first: Alertmanager
+    # then holds the under-replicated alerts inhibited by it (a CI run, when the collector's output for the
+    # hung node's metrics-topic partitions came over a minute late).
+    cause_s, page = player.break_until_paged(pause)
+    assert page is not None, "\n".join(lines) + "\n" + _pause_seen(stack, cause_s)
     under = kafka_tools.describe_topics(stack.kafka.live_bootstrap, "--under-replicated-partitions")
     lagging_topics = {r.topic for r in under if incidents.PAUSED not in r.isr}
-    paged_topics = {
+    held_topics = {
         a["labels"]["topic"]
-        for n in stack.pager.pages("KafkaUnderReplicatedPartitions")
-        for a in n.payload["alerts"]
+        for a in stack.alertmanager.alerts()
+        if a["labels"]["alertname"] == "KafkaUnderReplicatedPartitions"
     }
-    assert paged_topics and paged_topics <= lagging_topics  # every paged topic is one Kafka calls so
+    assert held_topics and held_topics <= lagging_topics  # every topic alerted is one Kafka calls so
     assert player.repair_until_resolved(pause) is not None, "\n".join(lines)
-    assert until(lambda: stack.pager.pages("KafkaUnderReplicatedPartitions", status="resolved"))
+    assert until(lambda: stack.pager.pages(page.alertname, status="resolved"))
     assert until(
         lambda: not kafka_tools.describe_topics(stack.kafka.bootstrap, "--under-replicated-partitions"),
         timeout_s=60,
