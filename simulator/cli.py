@@ -6,7 +6,6 @@ import argparse
 import signal
 import sys
 
-from simulator.runtime import Runtime
 from simulator.scenario import ScenarioError, Simulation, builtin_names, load_scenario
 
 
@@ -47,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kobs simulate: {exc}", file=sys.stderr)
         return 2
     duration = args.duration if args.duration is not None else scenario.duration_s
+    from simulator.runtime import Runtime  # its servers and Kafka client load only when the command runs
+
     signal.signal(signal.SIGTERM, _raise_interrupt)
     runtime = Runtime(sim, zookeeper=args.zookeeper)
     try:

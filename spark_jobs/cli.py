@@ -8,7 +8,6 @@ import threading
 from pathlib import Path
 
 from common.config import RECORDS_PER_BATCH, load_config
-from common.kafka_clients import check_access, metrics_topic_settings
 from spark_jobs.backlog import REPORT_EVERY_S
 
 
@@ -68,6 +67,8 @@ def _positive(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from common.kafka_clients import check_access, metrics_topic_settings  # loaded when the command runs
+
     config = load_config(args.config)
     # a refused login or certificate: one line, before Spark starts
     check_access(metrics_topic_settings(config), "metrics_topic")
