@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, closing
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -132,10 +133,10 @@ class OffsetsSource:
             call failed by the consumer's stale metadata is asked again of a fresh consumer: the same one
             fails it again at once (its cache answers, not a broker)."""
             slot = i % PARALLEL_CALLS
-            consumer, fresh = self._consumers[slot], None
+            consumer = self._consumers[slot]
             pending = [TopicPartition(t, p, spec) for t, p in chunk]
             answers: dict[tuple[str, int], TopicPartition] = {}
-            try:
+            with ExitStack() as owned:  # a fresh consumer, closed after the call
                 for attempt in range(2):
                     if attempt:
                         if not pending or deadline - time.monotonic() < RETRY_PAUSE_S:
@@ -152,7 +153,7 @@ class OffsetsSource:
                         if attempt or code not in MOVED or deadline - time.monotonic() < 1:
                             raise
                         if code in STALE:
-                            consumer = fresh = Consumer(self._settings)
+                            consumer = owned.enter_context(closing(Consumer(self._settings)))
                         continue
                     answers.update({(tp.topic, tp.partition): tp for tp in found})
                     pending = [
@@ -160,9 +161,6 @@ class OffsetsSource:
                         for tp in found
                         if tp.error is not None and tp.error.code() in MOVED
                     ]
-            finally:
-                if fresh is not None:
-                    fresh.close()
             if any(tp.error is not None and tp.error.code() in STALE for tp in answers.values()):
                 self._stale.add(slot)
             return list(answers.values())

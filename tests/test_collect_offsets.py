@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import signal
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from gc_off import cyclic_collector_off
 from waiting import until
 
 from collectors.admin import admin_settings, topics
@@ -148,16 +148,6 @@ def test_offsets_source_reports_an_unreachable_cluster_without_raising():
     assert len(scrape.errors) == 1 and scrape.errors[0].startswith("list_topics:")
 
 
-@contextmanager
-def _cyclic_collector_off() -> Iterator[None]:
-    """Only reference counts free objects meanwhile: what a reference cycle holds stays."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def test_a_source_dropped_after_a_failed_scrape_ends_its_clients_at_once():
     """The failed metadata request's exception held the frame that held it (a reference cycle): a dropped
     source's Admin client lived on, connecting and logging, until Python's cyclic collector ran, at any
@@ -166,7 +156,7 @@ def test_a_source_dropped_after_a_failed_scrape_ends_its_clients_at_once():
     source = OffsetsSource(dead, timeout_s=1.0)
     assert source.collect().errors
     admin = weakref.ref(source._admin)
-    with _cyclic_collector_off():
+    with cyclic_collector_off():
         del source
         assert admin() is None
 
@@ -189,7 +179,7 @@ def test_a_source_dropped_after_failed_log_offset_calls_ends_its_clients_at_once
     scrape = source.collect()
     assert any("failed with" in e and "_TIMED_OUT" in e for e in scrape.errors), scrape.errors
     admin = weakref.ref(source._admin)
-    with _cyclic_collector_off():
+    with cyclic_collector_off():
         del source
         assert admin() is None
 
@@ -237,7 +227,7 @@ def test_a_failed_future_read_keeps_no_frame_of_its_reader():
     held = weakref.ref(owner)
     assert read(owner) == {} and errors == ["describe_configs: 1 failed with KafkaException: " + str(
         failed.exception())]  # fmt: skip
-    with _cyclic_collector_off():
+    with cyclic_collector_off():
         del owner
         assert held() is None
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 import weakref
 from collections import Counter
 
 import pytest
+from gc_off import cyclic_collector_off
 
 from collectors.metadata import MetadataSource
 from collectors.publisher import Publisher
@@ -76,9 +76,6 @@ def test_a_source_that_raises_is_counted_and_its_exception_keeps_nothing_alive(t
     scheduler.run(threading.Event(), once=True)
     assert job.errors == Counter(exception=1) and job.last_errors == ["exception: RuntimeError('a bug')"]
     held = weakref.ref(scheduler)
-    gc.disable()
-    try:
+    with cyclic_collector_off():
         del scheduler
         assert held() is None
-    finally:
-        gc.enable()
