@@ -19,7 +19,10 @@ collector, and the next child asks Kafka where the coordinators are now.
 ListConsumerGroups asks every broker; with one down it fails at its request timeout, and returns the groups
 of the brokers that answered along with that broker's error. It gets ``LISTING_SHARE`` of the read's time,
 so that this partial answer comes in time to describe the groups and read their offsets (with the whole
-time, a killed broker hid every group until it returned).
+time, a killed broker hid every group until it returned). A broker still loading its groups (a coordinator
+that just started or took over partitions of ``__consumer_offsets``) answers COORDINATOR_LOAD_IN_PROGRESS,
+or COORDINATOR_NOT_AVAILABLE: Kafka's Java Admin client asks it again until its timeout, librdkafka returns
+the error at once, so the listing is asked again here, within its share.
 """
 
 from __future__ import annotations
@@ -37,13 +40,15 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from collectors.futures import wait_all
 
 COORDINATOR_REQUEST_TIMEOUT_S = 3600.0  # librdkafka's longest: a coordinator's failover ends first
 LISTING_SHARE = 0.5  # of a read's time, for ListConsumerGroups
+LOADING = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+LOADING_RETRY_S = 0.25  # between listings while a broker loads its groups
 REPLY_GRACE_S = 2.0  # beyond the read's timeout, for the child's pickling and the pipe
 
 
@@ -77,16 +82,7 @@ class GroupRequests:
     def read(self, timeout_s: float) -> GroupsRead:
         deadline = time.monotonic() + timeout_s
         errors: list[str] = []
-        listed = wait_all(
-            {"groups": self.admin.list_consumer_groups(request_timeout=LISTING_SHARE * timeout_s)},
-            deadline,
-            "list_consumer_groups",
-            errors,
-        )
-        if not listed:
-            return GroupsRead(errors=errors)
-        errors.extend(f"list_consumer_groups: {e}" for e in listed["groups"].errors)
-        states = {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
+        states = self._listed(time.monotonic() + LISTING_SHARE * timeout_s, deadline, errors)
         ids = list(states)
         if not ids:
             return GroupsRead(errors=errors)
@@ -107,6 +103,24 @@ class GroupRequests:
             for group, result in results.items()
         }
         return GroupsRead(groups, committed, errors)
+
+    def _listed(self, listing_end: float, deadline: float, errors: list[str]) -> dict[str, str]:
+        """Group -> its state (lower case), from ListConsumerGroups; asked again by ``listing_end`` while a
+        broker answers that it is loading its groups (the groups listed meanwhile are kept)."""
+        states: dict[str, str] = {}
+        while True:
+            request_timeout = max(LOADING_RETRY_S, listing_end - time.monotonic())
+            future = self.admin.list_consumer_groups(request_timeout=request_timeout)
+            listed = wait_all({"groups": future}, deadline, "list_consumer_groups", errors)
+            if not listed:
+                return states
+            states |= {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
+            failed = listed["groups"].errors
+            loading = all(e.args[0].code() in LOADING for e in failed)
+            if not (failed and loading and time.monotonic() + LOADING_RETRY_S < listing_end):
+                errors.extend(f"list_consumer_groups: {e}" for e in failed)
+                return states
+            time.sleep(LOADING_RETRY_S)
 
     def _answers(
         self,

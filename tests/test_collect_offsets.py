@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult, NewTopic
 from gc_off import cyclic_collector_off
 from waiting import until
 
 from collectors.admin import admin_settings, topics
 from collectors.futures import wait_all
-from collectors.groups import GroupInfo, GroupReader
+from collectors.groups import GroupInfo, GroupReader, GroupRequests
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
 from collectors.offsets import OffsetsSource, group_samples
@@ -482,6 +482,51 @@ def test_a_groups_coordinator_moved_while_the_old_one_runs_costs_a_scrape_not_th
     assert scrapes[-1]["committed"] == expected, scrapes
     tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)
     assert {str(r.partition): r.current_offset for r in tool if r.current_offset is not None} == expected
+
+
+class CoordinatorsLoading:
+    """Stands in for a real Admin client whose first ``listings`` ListConsumerGroups answers are a broker's
+    COORDINATOR_LOAD_IN_PROGRESS: a fresh cluster's first listing, while its brokers load the groups of the
+    ``__consumer_offsets`` partitions they just took (seen in a run of the suite on two busy cores). That
+    state lasts moments and cannot be had on demand, so it is simulated; every other call is the real
+    client's."""
+
+    def __init__(self, admin: AdminClient, listings: int):
+        self.admin, self.listings, self.asked = admin, listings, 0
+
+    def list_consumer_groups(self, **kwargs) -> Future:
+        self.asked += 1
+        if self.asked > self.listings:
+            return self.admin.list_consumer_groups(**kwargs)
+        loading = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS, LOADING_REASON)
+        answer: Future = Future()
+        answer.set_result(ListConsumerGroupsResult(valid=[], errors=[KafkaException(loading)]))
+        return answer
+
+    def __getattr__(self, name: str):
+        return getattr(self.admin, name)
+
+
+LOADING_REASON = "Broker [1] ListConsumerGroups: Broker: Coordinator load in progress"
+
+
+def test_a_listing_a_broker_answers_while_loading_its_groups_is_asked_again(kafka_cluster, cluster):
+    # Kafka's Java Admin client asks again on COORDINATOR_LOAD_IN_PROGRESS; librdkafka returns it at once
+    topic, group = "offsets-loading", "offsets-loading-group"
+    _committed_group(kafka_cluster.bootstrap, topic, group)
+    admin = CoordinatorsLoading(AdminClient(admin_settings(cluster)), listings=2)
+    read = GroupRequests(admin).read(10)
+    assert read.errors == [] and admin.asked == 3
+    assert read.committed[group] == {(topic, p): o for p, o in COMMITTED.items()}
+    tool = kafka_tools.describe_group(kafka_cluster.bootstrap, group)
+    assert {r.partition: r.current_offset for r in tool if r.current_offset is not None} == COMMITTED
+
+
+def test_a_broker_loading_its_groups_for_the_whole_listing_share_is_reported(cluster):
+    admin = CoordinatorsLoading(AdminClient(admin_settings(cluster)), listings=10**6)
+    read = GroupRequests(admin).read(2)  # the listing's share: 1 s
+    assert admin.asked > 1 and read.groups == []
+    assert read.errors == [f"list_consumer_groups: {KafkaException(KafkaError(14, LOADING_REASON))}"]
 
 
 def test_a_groups_child_process_killed_or_hung_costs_one_read(kafka_cluster, cluster):
