@@ -10,8 +10,13 @@ setup:
 demo: setup
 	$(BIN)/kobs demo
 
+# Two workers, each with its own session peers (a Kafka cluster, a Spark session): the suite mostly waits on
+# Kafka, Prometheus and Alertmanager (one worker kept 2 cores ~40 % busy), so two overlap their waits.
+# A module's tests stay on one worker (its module-scoped peers start once). TEST_WORKERS=0 runs in-process.
+TEST_WORKERS ?= 2
+
 test: setup lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 alerts: setup
 	$(BIN)/kobs alerts test --quiet

@@ -30,6 +30,7 @@ class PeerError(RuntimeError):
 
 
 LOWEST_PORT = 10_000
+PORTS_ENV = "KOBS_PORTS"  # LOW-HIGH: the ports free_port picks from (each test worker gets its own)
 _HANDED_OUT: set[int] = set()
 
 
@@ -38,16 +39,29 @@ def free_port() -> int:
     and below the kernel's ephemeral range: a port the OS picks for ``bind(0)`` comes from the range it
     also gives outgoing connections, and one of those (a client connecting to an earlier broker) once took
     a broker's port in the moment between picking it and the broker binding it."""
-    highest = _ephemeral_low()
+    lowest, highest = port_range()
     for _ in range(1000):
-        port = random.randrange(LOWEST_PORT, highest)
+        port = random.randrange(lowest, highest)
         if port not in _HANDED_OUT and port_is_free(port):
             _HANDED_OUT.add(port)
             return port
-    raise PeerError(f"no free TCP port on {HOST} between {LOWEST_PORT} and {highest}")
+    raise PeerError(f"no free TCP port on {HOST} between {lowest} and {highest}")
 
 
-def _ephemeral_low() -> int:
+def port_range() -> tuple[int, int]:
+    """The ports (lowest, highest excluded) :func:`free_port` picks from: ``KOBS_PORTS`` when set (processes
+    starting peers side by side, such as the test suite's workers, each take their own range: two picking
+    the same port before either binds it would collide), else from 10000 to the kernel's ephemeral range."""
+    setting = os.environ.get(PORTS_ENV)
+    if not setting:
+        return LOWEST_PORT, ephemeral_low()
+    low, _, high = setting.partition("-")
+    if not (low.isdigit() and high.isdigit() and 1024 <= int(low) < int(high) <= 65_536):
+        raise PeerError(f"{PORTS_ENV}={setting!r}: write it as LOW-HIGH in 1024-65536, such as 10000-20000")
+    return int(low), int(high)
+
+
+def ephemeral_low() -> int:
     """The first port of the kernel's ephemeral range (Linux's default, 32768, when it cannot be read)."""
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from common.config import Config, load_config
 from peers.kafka import KafkaCluster
 from peers.keyed_producer import KeyedProducer
 from peers.pager import Notification, Pager, routed_to
-from peers.process import HOST, ManagedProcess, free_port, http_ready, port_is_free
+from peers.process import HOST, PORTS_ENV, ManagedProcess, free_port, http_ready, port_is_free
 from peers.prometheus import Alertmanager, Prometheus
 from peers.zookeeper import ZooKeeper
 from simulator.runtime import Runtime
@@ -60,7 +61,8 @@ BROKER_SCRAPE = {
         {"source_labels": ["__name__"], "regex": "kafka_log_log_.*", "action": "drop"},
     ],
 }
-# Conventional ports, used when free so that links and docs work; otherwise any free port.
+# Conventional ports, used when free so that links and docs work; otherwise, or where KOBS_PORTS confines a
+# process's ports (two test workers would race for them), any free port.
 PREFERRED_PORTS = {
     "zookeeper": 2181, "prometheus": 9090, "alertmanager": 9093,
     "exporter": 9308, "self-metrics": 9309, "app": 8501,
@@ -69,7 +71,7 @@ PREFERRED_PORTS = {
 
 def pick_port(name: str) -> int:
     preferred = PREFERRED_PORTS[name]
-    return preferred if port_is_free(preferred) else free_port()
+    return preferred if not os.environ.get(PORTS_ENV) and port_is_free(preferred) else free_port()
 
 
 class KobsCommand(ManagedProcess):

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from peers.kafka import KafkaCluster
-from peers.process import live_processes
+from peers.process import LOWEST_PORT, PORTS_ENV, ephemeral_low, live_processes
 from peers.zookeeper import ZooKeeper
+
+
+def pytest_configure(config):
+    """Each of ``make test``'s workers (pytest-xdist) picks its servers' ports from a range of its own, and so
+    do the processes it starts: two workers picking the same port before either bound it would collide."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if worker and PORTS_ENV not in os.environ:
+        index, count = int(worker.removeprefix("gw")), int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        share = (ephemeral_low() - LOWEST_PORT) // count
+        low = LOWEST_PORT + index * share
+        os.environ[PORTS_ENV] = f"{low}-{low + share}"
 
 
 @pytest.fixture(scope="session")

@@ -183,7 +183,7 @@ def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_an
         assert good and good.errors == []
         with CommandLines() as seen:  # every process's command line while a logged-in scrape runs
             assert scrape("s3cret").batch.samples
-        query_jvms = [line for line in seen.lines if "kobs-jmx-" in line]
+        query_jvms = [line for line in seen.children if "kobs-jmx-" in line]
         assert query_jvms, "the query JVM was never seen"  # `java @/tmp/kobs-jmx-....args`
         assert not [line for line in seen.lines if "s3cret" in line]  # the password is in no command line
         assert {name for name, _ in _by_name(good.batch.samples)} == set(PRODUCER_CATALOGUE.values())
@@ -200,18 +200,23 @@ def test_a_jvm_with_a_jmx_password_file_is_scraped_with_the_clusters_jmx_user_an
 
 
 class CommandLines:
-    """The command lines of every process, sampled every few milliseconds in a thread until exit."""
+    """The command lines of every process (``lines``) and of this one's children (``children``: not another
+    test worker's), sampled every few milliseconds in a thread until exit."""
 
     def __init__(self):
         self.lines: set[str] = set()
+        self.children: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self):
         while not self._stop.is_set():
-            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            for process in Path("/proc").glob("[0-9]*"):
                 with contextlib.suppress(OSError):
-                    self.lines.add(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                    line = (process / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                    self.lines.add(line)
+                    if int((process / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                        self.children.add(line)
             time.sleep(0.005)
 
     def __enter__(self):

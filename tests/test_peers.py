@@ -17,9 +17,9 @@ from kazoo.client import KazooClient
 from sockets import beyond_loopback
 
 from common.contract import Batch, Sample, decode, encode
-from peers.process import PeerError, free_port, port_is_free
+from peers.process import PORTS_ENV, PeerError, free_port, port_is_free
 from peers.prometheus import Alertmanager, Prometheus, http_json
-from peers.stack import create_topic
+from peers.stack import create_topic, pick_port
 from peers.zookeeper import ZooKeeper
 
 pytestmark = pytest.mark.peers
@@ -99,6 +99,15 @@ def test_a_peer_that_cannot_start_says_why(tmp_path):
     broken.argv[broken.argv.index("-cp") + 1] = "/nonexistent.jar"  # the JVM cannot find ZooKeeper
     with pytest.raises(PeerError, match=r"zookeeper exited with code 1: .*QuorumPeerMain"):
         broken.start()
+
+
+def test_kobs_ports_confines_the_ports_handed_out_and_a_wrong_setting_says_how_to_write_it(monkeypatch):
+    # make test's workers each take a range: the conventional ports too would be raced for
+    monkeypatch.setenv(PORTS_ENV, "20000-20100")
+    assert {free_port() for _ in range(5)} | {pick_port("prometheus")} <= set(range(20000, 20100))
+    monkeypatch.setenv(PORTS_ENV, "9000")
+    with pytest.raises(PeerError, match=r"KOBS_PORTS='9000': write it as LOW-HIGH in 1024-65536"):
+        free_port()
 
 
 def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path):
