@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 
-from simulator.scenario import ScenarioError, Simulation, builtin_names, load_scenario
+from simulator.scenarios import builtin_names
 
 
 def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,6 +36,8 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.scenario import ScenarioError, Simulation, load_scenario  # numpy: loaded when run
+
     if args.speed <= 0:
         print("kobs simulate: --speed must be positive", file=sys.stderr)
         return 2

@@ -35,8 +35,8 @@ from simulator.cluster import Cluster
 from simulator.consumer import MODES, ConsumerGroup, GroupSpec
 from simulator.model import ClusterSettings, TopicSpec
 from simulator.producer import Producer, ProducerSpec
+from simulator.scenarios import BUILTIN_DIR, builtin_names
 
-BUILTIN_DIR = Path(__file__).with_name("scenarios")
 ACTIONS = {
     "kill_broker": ("broker",),
     "start_broker": ("broker",),
@@ -134,10 +134,6 @@ def _event(raw: dict[str, Any]) -> Event:
     if action == "set_group_mode" and raw["mode"] not in MODES:
         raise ValueError(f"set_group_mode at {at}: mode must be one of {', '.join(MODES)}")
     return Event(at, action, raw)
-
-
-def builtin_names() -> list[str]:
-    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
