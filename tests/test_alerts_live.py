@@ -98,13 +98,20 @@ def test_an_unclean_election_on_the_real_cluster_pages_from_the_raw_counter(kafk
         finally:
             kafka_cluster.restart(victim)
         pages = until(lambda: [n.payload for n in webhook.pages()], timeout_s=120)
+        # the controller elects them one by one (a run counted 1 of 20 at the page): count once all are back
+        unavailable = ("--unavailable-partitions",)
+        until(lambda: not kafka_tools.describe_topics(kafka_cluster.bootstrap, *unavailable), timeout_s=120)
         after = counted()
-        raw = {r["metric"]["instance"]: float(r["value"][1]) for r in prom.query(elections)}
+
+        def raw() -> dict[str, float]:
+            return {r["metric"]["instance"]: float(r["value"][1]) for r in prom.query(elections)}
+
+        scraped = wait_for(lambda: raw().get(nodes[str(witness)]) == after, timeout_s=60)
         alerts = am.alerts()
 
     assert [r.partition for r in offline] == [led]
     assert after == before + len(lost)  # each elected uncleanly, by the controller's own count
-    assert raw[nodes[str(witness)]] == after  # the series the rule reads is Kafka's own count
+    assert scraped, (after, raw())  # the series the rule reads is Kafka's own count
     labels = {"alertname": "KafkaUncleanLeaderElection", "cluster": "c1", "severity": "page"}
     assert [a["labels"] for a in alerts] == [labels], "only the unclean election fired"
     assert [r["name"] for r in alerts[0]["receivers"]] == ["page"]
