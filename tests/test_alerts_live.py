@@ -98,7 +98,7 @@ def test_an_unclean_election_on_the_real_cluster_pages_from_the_raw_counter(kafk
         finally:
             kafka_cluster.restart(victim)
         pages = until(lambda: [n.payload for n in webhook.pages()], timeout_s=120)
-        # the controller elects them one by one (a run counted 1 of 20 at the page): count once all are back
+        # count once every partition the node alone held has its leader back
         unavailable = ("--unavailable-partitions",)
         until(lambda: not kafka_tools.describe_topics(kafka_cluster.bootstrap, *unavailable), timeout_s=120)
         after = counted()
@@ -110,7 +110,9 @@ def test_an_unclean_election_on_the_real_cluster_pages_from_the_raw_counter(kafk
         alerts = am.alerts()
 
     assert [r.partition for r in offline] == [led]
-    assert after == before + len(lost)  # each elected uncleanly, by the controller's own count
+    # the controller's own count: this test's partition elected uncleanly, perhaps others the node alone held
+    # (other tests' topics, some of them: runs of two workers counted 17 more, and none of 18 more)
+    assert before + 1 <= after <= before + len(lost)
     assert scraped, (after, raw())  # the series the rule reads is Kafka's own count
     labels = {"alertname": "KafkaUncleanLeaderElection", "cluster": "c1", "severity": "page"}
     assert [a["labels"] for a in alerts] == [labels], "only the unclean election fired"

@@ -45,6 +45,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(pid)
+
+
 def _watchdogs(pid: int) -> list[int]:
     return [p for p in descendants({pid}) if b"peers.lifeline" in Path(f"/proc/{p}/cmdline").read_bytes()]
 
@@ -59,10 +66,12 @@ def test_servers_end_when_the_process_that_started_them_is_killed(tmp_path):
         assert len(pids) == 2 and all(_alive(pid) for pid in pids)
         (watchdog,) = _watchdogs(owner.pid)
         os.kill(watchdog, signal.SIGKILL)  # someone ends the watchdog: the next start brings a new one
+        _wait_gone(watchdog)  # a line written before the kernel closed its pipe is read by no one
         owner.stdin.write("go on\n")
         owner.stdin.flush()
         pids.append(int(owner.stdout.readline()))
-        assert _watchdogs(owner.pid) != [watchdog]
+        (new,) = _watchdogs(owner.pid)
+        assert new != watchdog
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         deadline = time.monotonic() + 15
