@@ -10,11 +10,10 @@ setup:
 demo: setup
 	$(BIN)/kobs demo
 
-# TEST_WORKERS=2 runs the suite in two pytest-xdist workers, each with its own session peers (a Kafka cluster,
-# a Spark session; a module's tests on one worker): the suite mostly waits on Kafka, Prometheus and
-# Alertmanager, so two took 17-18 minutes where one process takes 28-30 on 2 cores. Their load still fails
-# timing-bound tests now and then (docs/peers.md), so one process (0) stays the default until those are fixed.
-TEST_WORKERS ?= 0
+# The suite runs in two pytest-xdist workers, each with its own session peers (a Kafka cluster, a Spark
+# session; a module's tests on one worker): it mostly waits on Kafka, Prometheus and Alertmanager, so two take
+# 17-18 minutes where one process takes 28-30 on 2 cores. TEST_WORKERS=0 runs one process.
+TEST_WORKERS ?= 2
 
 test: setup lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
