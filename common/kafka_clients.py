@@ -31,6 +31,10 @@ LIBRDKAFKA_LOG_LEVEL = 2
 # source's records behind them, and each micro-batch of kobs stream waited. Kafka fences a silent broker
 # after 9 s by default, so the next attempt finds its partitions' new leaders.
 HUNG_BROKER_TIMEOUT_MS = 10_000
+# How long a new connection may take to be ready (TCP, TLS, SASL and the ApiVersionRequest that opens it;
+# librdkafka: 30 s). A hung broker accepts connections (its kernel does) and answers nothing: a request
+# queued for the new connection waited for the ApiVersionRequest's timeout, HUNG_BROKER_TIMEOUT_MS.
+CONNECTION_SETUP_TIMEOUT_MS = 5_000
 log = logging.getLogger(__name__)
 
 
@@ -42,6 +46,7 @@ def client_settings(
         "bootstrap.servers": ",".join(servers),
         "security.protocol": security.protocol,
         "log_level": LIBRDKAFKA_LOG_LEVEL if not log.isEnabledFor(logging.DEBUG) else 7,
+        "socket.connection.setup.timeout.ms": CONNECTION_SETUP_TIMEOUT_MS,
     }
     optional = {
         "sasl.mechanism": security.sasl_mechanism,

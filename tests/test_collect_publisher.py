@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, defaultdict
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from waiting import wait_for
 
@@ -16,6 +17,8 @@ from collectors.spool import Record, Spool
 from collectors.topic import TopicError
 from common.config import Config
 from common.contract import Batch, Sample, decode
+from common.kafka_clients import metrics_producer_settings
+from peers import kafka_tools
 from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
@@ -207,6 +210,48 @@ def test_a_hung_leader_of_the_metrics_topic_holds_records_seconds_and_spools_not
     assert read.keys() == submitted.keys()
     late = max(read[key][0] - submitted[key] for key in submitted)
     assert late < 25, f"a record was readable {late:.0f} s after it was submitted"
+
+
+class _Lines(logging.Handler):
+    """librdkafka's log lines, with when each was delivered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start, self.lines = time.monotonic(), []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((time.monotonic() - self.start, record.getMessage()))
+
+
+def test_a_hung_broker_holds_a_new_connection_5_s_not_the_request_timeout(kafka_cluster, tmp_path):
+    """A SIGSTOPped node still accepts connections (its kernel does) and answers nothing, not even the
+    ApiVersionRequest that opens each one: the metrics producer (every kobs client: the setting is
+    common.kafka_clients') drops the connection after 5 s (socket.connection.setup.timeout.ms), and a
+    request waiting for it tries elsewhere. Before, the connection waited for that request's 10 s
+    timeout ("ApiVersionRequest failed: Local: Timed out"), and librdkafka's own default is 30 s."""
+    node = max(kafka_cluster.nodes)
+    config = _config(f"127.0.0.1:{kafka_cluster.nodes[node].port}", tmp_path, "unused", 1)
+    seen = _Lines()
+    logger = logging.getLogger("test-hung-connection")
+    logger.addHandler(seen)
+    kafka_cluster.pause(node)
+    try:
+        seen.start = time.monotonic()
+        producer = Producer({**metrics_producer_settings(config), "log_level": 4, "logger": logger})
+        while not seen.lines and time.monotonic() - seen.start < 15:
+            producer.poll(0.1)
+    finally:
+        kafka_cluster.resume(node)
+        logger.removeHandler(seen)
+        healed = wait_for(  # the node back in every ISR (a pause of ~5 s may cost it some)
+            lambda: not kafka_tools.describe_topics(kafka_cluster.bootstrap, "--under-replicated-partitions"),
+            timeout_s=60,
+        )
+    assert seen.lines, "no connection was given up within 15 s"
+    after_s, line = seen.lines[0]
+    assert "Connection setup timed out in state APIVERSION_QUERY" in line, line
+    assert 4.5 <= after_s < 8, f"given up after {after_s:.1f} s: {line}"
+    assert healed, "the paused node did not rejoin every ISR within 60 s"
 
 
 def _whole(admin: AdminClient, topic: str) -> bool:
