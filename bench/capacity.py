@@ -294,6 +294,8 @@ def run_tools(name: str, argvs: list[list[str]], steady: Callable[[str], bool]) 
         except BaseException:  # interrupted (`kill PID`) or failed: no tool outlives its row
             for tool in tools:
                 tool.kill()
+            for tool in tools:
+                tool.wait()  # gone, not dying, when the benchmark goes on or ends
             raise
         codes = [tool.wait(60) for tool in tools]
         if any(codes):

@@ -146,15 +146,16 @@ def test_real_incidents_page_and_resolve_and_kafka_agrees(stack):
 def test_kobs_bench_freshness_measures_the_running_deployments_live_scrapes(stack):
     """No timing is asserted: the figures are the benchmark's output. Each stage of a scrape comes after the
     one before, every kind of source is counted, and every offsets scrape's lag reached the gauges."""
-    command = [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--seconds", "25"]
+    command = [sys.executable, "-m", "kobs.cli", "bench", "freshness", "--seconds", "35"]
     command += ["--config", str(stack.run_dir / "kobs.yaml")]
     result = subprocess.run(command, capture_output=True, text=True, timeout=570)
     output = result.stdout
     assert result.returncode == 0, output + result.stderr
     assert "a running deployment, its metrics topic" in output  # read from its end: nothing started
     assert re.search(r"^caught up [\d.]+ s after the first micro-batch$", output, re.MULTILINE), output
-    scrapes = re.search(r"measured 25 s once caught up: (\d+) scrapes of (\d+) sources", output)
-    # In 25 s the offsets source (every 10 s: twice at least, so that two scrapes' lag is checked below),
+    scrapes = re.search(r"measured 35 s once caught up: (\d+) scrapes of (\d+) sources", output)
+    # In 35 s the offsets source (every 10 s: twice at least, so that two scrapes' lag is checked below,
+    # even with one late or missed on a loaded machine: a run of two test workers saw one in 25 s),
     # each node's and the producer's exporter (every 15 and 5 s) report.
     assert scrapes and int(scrapes[1]) >= 4 and int(scrapes[2]) >= 3, output
     produced, readable, visible = (
