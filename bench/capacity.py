@@ -21,6 +21,7 @@ import json
 import random
 import re
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -282,6 +283,25 @@ class ToolRun:
     marked: list[tuple[str, CpuMark]]
 
 
+@contextmanager
+def signals_held(*signums: int) -> Iterator[None]:
+    """The signals received inside are delivered again on the way out (main thread only: elsewhere
+    Python delivers none). ``kobs bench`` exits on SIGTERM wherever it is: inside ``Popen``, after the
+    fork, the tool started would be known to no one and outlive the benchmark (a CI run saw one)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, _frame: got.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in got:
+            signal.raise_signal(s)
+
+
 def run_tools(name: str, argvs: list[list[str]], steady: Callable[[str], bool]) -> ToolRun:
     """Run the perf tools ``argvs`` (Kafka's ``name``) at once to their end; a line for which ``steady``
     holds says a tool is in steady state."""
@@ -289,7 +309,8 @@ def run_tools(name: str, argvs: list[list[str]], steady: Callable[[str], bool]) 
         tools: list[subprocess.Popen] = []
         try:
             for argv in argvs:
-                tools.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True))
+                with signals_held(signal.SIGINT, signal.SIGTERM):
+                    tools.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True))
             run = _read(tools, steady)
         except BaseException:  # interrupted (`kill PID`) or failed: no tool outlives its row
             for tool in tools:

@@ -5,6 +5,7 @@ docs/benchmarks.md); no timing is asserted here, and 1 MB per row only proves th
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 from sockets import descendants
 from waiting import wait_for
 
-from bench.capacity import ROWS, new_topic
+from bench.capacity import ROWS, new_topic, signals_held
 
 pytestmark = pytest.mark.peers
 
@@ -75,6 +76,22 @@ def _java_children(pid: int) -> dict[str, list[int]]:
     """``pid``'s Java children by kind: the Kafka nodes and the producer perf tools."""
     kinds = {"nodes": b"kafka.Kafka", "tools": b"ProducerPerformance"}
     return {kind: [c for c in descendants({pid}) if main in _cmdline(c)] for kind, main in kinds.items()}
+
+
+def test_a_sigterm_while_a_tool_starts_is_delivered_once_it_has_started():
+    """As ``kobs bench`` handles SIGTERM: exit wherever the main thread is. Held while a tool starts, the
+    exit comes once the started tool is known (and so killed with the others)."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = []
+    try:
+        with pytest.raises(SystemExit) as exited, signals_held(signal.SIGINT, signal.SIGTERM):
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered at once, to this (the main) thread
+            time.sleep(0.1)
+            started.append("tool")  # reached: the exit waited
+        assert exited.value.code == 143 and started == ["tool"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # both handlers back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_kill_stops_the_cluster_and_the_tools_the_benchmark_started():
