@@ -82,14 +82,14 @@ def test_a_sigterm_while_a_tool_starts_is_delivered_once_it_has_started():
     """As ``kobs bench`` handles SIGTERM: exit wherever the main thread is. Held while a tool starts, the
     exit comes once the started tool is known (and so killed with the others)."""
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    started = []
+    on_sigint, started = signal.getsignal(signal.SIGINT), []
     try:
         with pytest.raises(SystemExit) as exited, signals_held(signal.SIGINT, signal.SIGTERM):
             os.kill(os.getpid(), signal.SIGTERM)  # delivered at once, to this (the main) thread
             time.sleep(0.1)
             started.append("tool")  # reached: the exit waited
         assert exited.value.code == 143 and started == ["tool"]
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # both handlers back
+        assert signal.getsignal(signal.SIGINT) is on_sigint  # both handlers back
     finally:
         signal.signal(signal.SIGTERM, previous)
 
