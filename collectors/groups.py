@@ -116,7 +116,7 @@ class GroupRequests:
                 return states
             states |= {g.group_id: g.state.name.lower() for g in listed["groups"].valid}
             failed = listed["groups"].errors
-            loading = all(e.args[0].code() in LOADING for e in failed)
+            loading = all(e.code() in LOADING for e in failed)  # KafkaErrors, not KafkaExceptions
             if not (failed and loading and time.monotonic() + LOADING_RETRY_S < listing_end):
                 errors.extend(f"list_consumer_groups: {e}" for e in failed)
                 return states

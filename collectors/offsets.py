@@ -46,12 +46,15 @@ MOVED = frozenset(
     (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
      KafkaError._UNKNOWN_PARTITION, KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT)
 )  # fmt: skip
-# Errors that outlive a retry because the consumer's own metadata is stale: after a broker restarts, a
-# consumer answered FENCED_LEADER_EPOCH or _UNKNOWN_PARTITION for the same partitions (per partition, or for
-# its whole call) scrape after scrape for minutes. Such a consumer is replaced after the scrape.
+# Errors of the consumer's own stale metadata, per partition or for its whole call: a leader moved since
+# (FENCED_LEADER_EPOCH: the old leader is asked with the old epoch), a broker behind the metadata read
+# elsewhere (UNKNOWN_LEADER_EPOCH), no leader known (_UNKNOWN_PARTITION: after a broker restarts, the same
+# consumer answered so from its cache scrape after scrape for minutes). Asked again once of a fresh
+# consumer, and the stale one is replaced after the scrape.
 STALE = frozenset(
     (KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError._UNKNOWN_PARTITION)
 )
+RETRIED = MOVED | STALE
 
 
 def group_samples(committed: Mapping[str, Offsets], groups: Iterable[GroupInfo]) -> list[Sample]:
@@ -128,10 +131,9 @@ class OffsetsSource:
         of each call are made while the later ones are out."""
 
         def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
-            """One call, and once more for the partitions whose leader moved since the client's metadata
-            (right after a topic is created, or a broker went away: :data:`MOVED`), time allowing. A whole
-            call failed by the consumer's stale metadata is asked again of a fresh consumer: the same one
-            fails it again at once (its cache answers, not a broker)."""
+            """One call, and once more for the partitions that failed with :data:`RETRIED` errors (right
+            after a topic is created, or a leader moved or went away), time allowing; of a fresh consumer
+            when the first one's metadata was :data:`STALE` (its cache would answer again, not a broker)."""
             slot = i % PARALLEL_CALLS
             consumer = self._consumers[slot]
             pending = [TopicPartition(t, p, spec) for t, p in chunk]
@@ -147,22 +149,18 @@ class OffsetsSource:
                             pending, timeout=max(0.0, deadline - time.monotonic())
                         )
                     except KafkaException as exc:  # the whole call: every partition is still pending
-                        code = exc.args[0].code()
-                        if code in STALE:
-                            self._stale.add(slot)
-                        if attempt or code not in MOVED or deadline - time.monotonic() < 1:
-                            raise
-                        if code in STALE:
-                            consumer = owned.enter_context(closing(Consumer(self._settings)))
-                        continue
-                    answers.update({(tp.topic, tp.partition): tp for tp in found})
-                    pending = [
-                        TopicPartition(tp.topic, tp.partition, spec)
-                        for tp in found
-                        if tp.error is not None and tp.error.code() in MOVED
-                    ]
-            if any(tp.error is not None and tp.error.code() in STALE for tp in answers.values()):
-                self._stale.add(slot)
+                        failure, codes = exc, {exc.args[0].code()}
+                    else:
+                        answers.update({(tp.topic, tp.partition): tp for tp in found})
+                        failed = [tp for tp in found if tp.error is not None and tp.error.code() in RETRIED]
+                        pending = [TopicPartition(tp.topic, tp.partition, spec) for tp in failed]
+                        failure, codes = None, {tp.error.code() for tp in failed}
+                    if codes & STALE:
+                        self._stale.add(slot)
+                    if failure and (attempt or codes - RETRIED or deadline - time.monotonic() < 1):
+                        raise failure
+                    if codes & STALE and not attempt:
+                        consumer = owned.enter_context(closing(Consumer(self._settings)))
             return list(answers.values())
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
