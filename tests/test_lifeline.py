@@ -52,8 +52,24 @@ def _wait_gone(pid: int) -> None:
     assert not _alive(pid)
 
 
-def _watchdogs(pid: int) -> list[int]:
-    return [p for p in descendants({pid}) if b"peers.lifeline" in Path(f"/proc/{p}/cmdline").read_bytes()]
+def _watchdog(pid: int, not_this: int | None = None) -> int:
+    """The one watchdog among ``pid``'s descendants (other than ``not_this``), waited for: ``Popen`` returns
+    once the child's exec closed its close-on-exec pipe, a moment before the kernel sets the new program's
+    command line, which reads empty until then (a run under the suite's load looked in that moment)."""
+    deadline = time.monotonic() + 15
+    while True:
+        found = [p for p in descendants({pid}) - {not_this} if b"peers.lifeline" in _cmdline(p)]
+        if len(found) == 1 or time.monotonic() > deadline:
+            assert len(found) == 1, {p: _cmdline(p) for p in descendants({pid})}
+            return found[0]
+        time.sleep(0.01)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # exited meanwhile
+        return b""
 
 
 def test_servers_end_when_the_process_that_started_them_is_killed(tmp_path):
@@ -64,14 +80,13 @@ def test_servers_end_when_the_process_that_started_them_is_killed(tmp_path):
     try:
         pids = [int(pid) for pid in owner.stdout.readline().split()]
         assert len(pids) == 2 and all(_alive(pid) for pid in pids)
-        (watchdog,) = _watchdogs(owner.pid)
+        watchdog = _watchdog(owner.pid)
         os.kill(watchdog, signal.SIGKILL)  # someone ends the watchdog: the next start brings a new one
         _wait_gone(watchdog)  # a line written before the kernel closed its pipe is read by no one
         owner.stdin.write("go on\n")
         owner.stdin.flush()
         pids.append(int(owner.stdout.readline()))
-        (new,) = _watchdogs(owner.pid)
-        assert new != watchdog
+        _watchdog(owner.pid, not_this=watchdog)
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         deadline = time.monotonic() + 15
