@@ -12,7 +12,7 @@ demo: setup
 
 # The suite runs in two pytest-xdist workers, each with its own session peers (a Kafka cluster, a Spark
 # session; a module's tests on one worker): it mostly waits on Kafka, Prometheus and Alertmanager, so two take
-# 17-18 minutes where one process takes 28-30 on 2 cores. TEST_WORKERS=0 runs one process.
+# 17-24 minutes where one process takes 28-30 on 2 cores. TEST_WORKERS=0 runs one process.
 TEST_WORKERS ?= 2
 
 test: setup lint
