@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from sockets import descendants
+from waiting import wait_for
 
 OWNER = """
 import signal, sys, threading, time
@@ -56,13 +57,14 @@ def _watchdog(pid: int, not_this: int | None = None) -> int:
     """The one watchdog among ``pid``'s descendants (other than ``not_this``), waited for: ``Popen`` returns
     once the child's exec closed its close-on-exec pipe, a moment before the kernel sets the new program's
     command line, which reads empty until then (a run under the suite's load looked in that moment)."""
-    deadline = time.monotonic() + 15
-    while True:
+
+    def one() -> list[int]:
         found = [p for p in descendants({pid}) - {not_this} if b"peers.lifeline" in _cmdline(p)]
-        if len(found) == 1 or time.monotonic() > deadline:
-            assert len(found) == 1, {p: _cmdline(p) for p in descendants({pid})}
-            return found[0]
-        time.sleep(0.01)
+        return found if len(found) == 1 else []
+
+    watchdogs = wait_for(one, timeout_s=15, every_s=0.01)
+    assert watchdogs, {p: _cmdline(p) for p in descendants({pid})}
+    return watchdogs[0]
 
 
 def _cmdline(pid: int) -> bytes:
