@@ -133,13 +133,14 @@ class OffsetsSource:
         def fetch(i: int, spec: int, chunk: list[tuple[str, int]]) -> list[TopicPartition]:
             """One call, and once more for the partitions that failed with :data:`RETRIED` errors (right
             after a topic is created, or a leader moved or went away), time allowing; of a fresh consumer
-            when the first one's metadata was :data:`STALE` (its cache would answer again, not a broker)."""
+            when the metadata was :data:`STALE` (its cache would answer again, not a broker), so a third
+            time when the second answer was the stale one."""
             slot = i % PARALLEL_CALLS
-            consumer = self._consumers[slot]
+            consumer, fresh = self._consumers[slot], False
             pending = [TopicPartition(t, p, spec) for t, p in chunk]
             answers: dict[tuple[str, int], TopicPartition] = {}
             with ExitStack() as owned:  # a fresh consumer, closed after the call
-                for attempt in range(2):
+                for attempt in range(3):
                     if attempt:
                         if not pending or deadline - time.monotonic() < RETRY_PAUSE_S:
                             break
@@ -155,12 +156,17 @@ class OffsetsSource:
                         failed = [tp for tp in found if tp.error is not None and tp.error.code() in RETRIED]
                         pending = [TopicPartition(tp.topic, tp.partition, spec) for tp in failed]
                         failure, codes = None, {tp.error.code() for tp in failed}
-                    if codes & STALE:
+                    stale = bool(codes & STALE)
+                    if stale:
                         self._stale.add(slot)
-                    if failure and (attempt or codes - RETRIED or deadline - time.monotonic() < 1):
+                    last = attempt == 2 or (attempt == 1 and (fresh or not stale))
+                    if failure and (last or codes - RETRIED or deadline - time.monotonic() < 1):
                         raise failure
-                    if codes & STALE and not attempt:
+                    if last:
+                        break
+                    if stale and not fresh:
                         consumer = owned.enter_context(closing(Consumer(self._settings)))
+                        fresh = True
             return list(answers.values())
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory

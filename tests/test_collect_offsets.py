@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -188,26 +189,37 @@ class StaleMetadata:
     """Stands in for a real consumer whose metadata cache fails every log-offsets call whole, at once and
     without asking a broker, with _UNKNOWN_PARTITION: librdkafka's answer when its cache has no leader for
     any partition of the call (seen scrape after scrape for minutes after a broker restart, and in a CI run's
-    ``kobs collect --once`` just after its topics were created). That state cannot be had on demand, so it
-    is simulated; the consumer asked next is a real one of the real cluster."""
+    ``kobs collect --once`` just after its topics were created). With ``first``, its first call answers every
+    partition with that error instead (a killed broker back: LEADER_NOT_AVAILABLE, then the same consumer's
+    ask again failed whole so). That state cannot be had on demand, so it is simulated; the consumer asked
+    next is a real one of the real cluster."""
 
-    def __init__(self, consumer: Consumer):
-        self.consumer = consumer
+    def __init__(self, consumer: Consumer, first: int | None = None):
+        self.consumer, self.first = consumer, first
 
     def offsets_for_times(self, partitions, timeout):
-        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        if self.first is None:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        error, self.first = KafkaError(self.first), None
+        return [
+            SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1, error=error)
+            for tp in partitions
+        ]
 
     def close(self) -> None:
         self.consumer.close()
 
 
-def test_a_call_failed_whole_by_stale_metadata_is_asked_again_of_a_fresh_consumer(kafka_cluster):
+@pytest.mark.parametrize("first", [None, KafkaError.LEADER_NOT_AVAILABLE], ids=["whole", "leader-back"])
+def test_a_call_failed_whole_by_stale_metadata_is_asked_again_of_a_fresh_consumer(kafka_cluster, first):
     # The same consumer asked again 0.2 s later failed again: both attempts of the CI run within 0.31 s.
-    topic = "offsets-stale-metadata"
+    # Right after a killed broker returned, the same consumer's ask again was the one to fail whole, and
+    # the scrape lost its log offsets.
+    topic = f"offsets-stale-metadata-{first or 0}"
     create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
     _produce(kafka_cluster.bootstrap, topic)
     source = OffsetsSource(Cluster(name="stale", bootstrap_servers=[kafka_cluster.bootstrap]))
-    source._consumers = [StaleMetadata(c) for c in source._consumers]
+    source._consumers = [StaleMetadata(c, first) for c in source._consumers]
     scrape = source.collect()
     assert scrape.errors == []
     assert _end_offsets(scrape, topic) == kafka_tools.end_offsets(kafka_cluster.bootstrap, topic)
