@@ -27,7 +27,7 @@ from collectors.futures import wait_all
 from collectors.groups import GroupInfo, GroupReader, GroupRequests
 from collectors.isr import PartitionState, classify, diff_states
 from collectors.metadata import MetadataSource
-from collectors.offsets import OffsetsSource, group_samples
+from collectors.offsets import OffsetsSource, group_samples, leader_chunks
 from common import names
 from common.config import Cluster
 from common.contract import Event, Sample, decode, encode
@@ -169,6 +169,9 @@ class FailingCall:
     def offsets_for_times(self, partitions, timeout):
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
 
+    def close(self) -> None:
+        pass
+
 
 def test_a_source_dropped_after_failed_log_offset_calls_ends_its_clients_at_once(kafka_cluster):
     """A failed call's exception, kept by its future, held the reading frame through its traceback and the
@@ -223,6 +226,53 @@ def test_a_call_failed_whole_by_stale_metadata_is_asked_again_of_a_fresh_consume
     scrape = source.collect()
     assert scrape.errors == []
     assert _end_offsets(scrape, topic) == kafka_tools.end_offsets(kafka_cluster.bootstrap, topic)
+
+
+class HungLeader:
+    """Stands in for a real consumer of a cluster with one leader that never answers while Kafka keeps it
+    leader: a broker cut off from its clients but not from the controller, or whose request threads are
+    stuck while its heartbeats go on. A real node hung with SIGSTOP is fenced after 6 s, so that state
+    cannot be had on demand; a call holding any of ``hung``'s partitions times out, any other is asked of
+    the real consumer."""
+
+    def __init__(self, consumer: Consumer, hung: set[tuple[str, int]]):
+        self.consumer, self.hung = consumer, hung
+
+    def offsets_for_times(self, partitions, timeout):
+        if any((tp.topic, tp.partition) in self.hung for tp in partitions):
+            time.sleep(timeout)
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return self.consumer.offsets_for_times(partitions, timeout)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_a_leader_that_never_answers_costs_its_own_partitions_offsets_not_the_others(kafka_cluster):
+    # Before, a call held up to 200 partitions of any leaders: each call with one of its partitions timed
+    # out whole, so such a leader cost every partition's offsets, scrape after scrape.
+    topic = "offsets-silent-leader"
+    create_topic(kafka_cluster.bootstrap, topic, 6, 1)
+    _produce(kafka_cluster.bootstrap, topic)
+    placement = kafka_tools.describe_topics(kafka_cluster.bootstrap, "--exclude-internal")
+    silent = next(r.leader for r in placement if r.topic == topic)
+    hung = {(r.topic, r.partition) for r in placement if r.leader == silent}
+    source = OffsetsSource(Cluster(name="silent", bootstrap_servers=[kafka_cluster.bootstrap]), timeout_s=4.0)
+    source._consumers = [HungLeader(c, hung) for c in source._consumers]
+    scrape = source.collect()
+    truth = kafka_tools.end_offsets(kafka_cluster.bootstrap, topic)
+    assert _end_offsets(scrape, topic) == {p: v for p, v in truth.items() if (topic, p) not in hung}
+    lost = sum(int(e.split()[1]) for e in scrape.errors if e.startswith("list_offsets:"))
+    assert lost == 2 * len(hung), scrape.errors  # each of its partitions' start and end offset
+
+
+def test_each_offsets_call_asks_one_leaders_partitions_the_leaders_in_turn():
+    tps = {("a", p): p % 3 for p in range(450)} | {("b", 0): 7}
+    chunks = leader_chunks(tps)
+    assert [(leader, len(c)) for leader, c in chunks] == [(0, 150), (1, 150), (2, 150), (7, 1)]
+    assert all(tps[tp] == leader for leader, c in chunks for tp in c)
+    tps = {("a", p): 0 for p in range(450)} | {("b", 0): 1}
+    assert [(leader, len(c)) for leader, c in leader_chunks(tps)] == [(0, 200), (1, 1), (0, 200), (0, 50)]
 
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
@@ -453,6 +503,42 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
     assert any(e.startswith("list_consumer_groups: KafkaError{code=_TIMED_OUT") for e in errors), errors
     assert not [e for e in errors if e.startswith("groups_process")], errors
     assert _end_offsets(down[-1], topic) == dict.fromkeys(others, 1), [s.errors for s in down]
+
+
+@pytest.mark.timeout(600)
+def test_a_hung_leader_costs_offsets_only_until_kafka_moves_its_partitions(tmp_path):
+    """The demo's incident 2, a node hung with SIGSTOP: Kafka fences it after 6 s and moves its partitions'
+    leadership to the other replicas, but the offsets source's consumers still named it leader from their
+    metadata, asked it, and the whole call timed out (the demo: "list_offsets: 34 partitions failed with
+    _TIMED_OUT" at every scrape for as long as the node hung, minutes). The scrapes are whole again within
+    two scrapes of the move, and agree with kafka-get-offsets."""
+    topic = "offsets-hung-leader"
+    with KafkaCluster(tmp_path / "kafka", nodes=3) as kafka:  # its own: this test hangs a node
+        create_topic(kafka.bootstrap, topic, 6, 3)
+        producer = Producer({"bootstrap.servers": kafka.bootstrap})
+        for p in range(6):
+            producer.produce(topic, b"before", partition=p)
+        assert producer.flush(10) == 0
+        del producer  # its client would go on connecting to the stopped cluster
+        source = OffsetsSource(Cluster(name="hung", bootstrap_servers=[kafka.bootstrap]))
+        assert source.collect().errors == []
+        hung = kafka_tools.describe_topics(kafka.bootstrap, topic=topic)[0].leader
+        kafka.pause(hung)
+        try:
+            deadline = time.monotonic() + 60
+            while any(
+                r.leader in (hung, -1) for r in kafka_tools.describe_topics(kafka.live_bootstrap, topic=topic)
+            ):
+                assert time.monotonic() < deadline, f"Kafka never moved node {hung}'s partitions"
+                time.sleep(1)
+            truth = kafka_tools.end_offsets(kafka.live_bootstrap, topic)
+            assert truth == dict.fromkeys(range(6), 1)
+            scrapes = [source.collect() for _ in range(3)]
+        finally:
+            kafka.resume(hung)
+    errors = [s.errors for s in scrapes]  # the group listing asks every broker: the hung one errs
+    assert not [e for e in scrapes[-2].errors + scrapes[-1].errors if e.startswith("list_offsets")], errors
+    assert _end_offsets(scrapes[-2], topic) == _end_offsets(scrapes[-1], topic) == truth, errors
 
 
 def test_a_groups_coordinator_killed_costs_scrapes_until_kafka_moves_the_group_not_the_collector(
