@@ -4,20 +4,29 @@ that ask at the same time."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, TopicMetadata
 
 from common.config import Cluster
 from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
 
+# How long an Admin client's metadata request waits for its broker (``socket.timeout.ms``): half of
+# HUNG_BROKER_TIMEOUT_MS, a scrape's default timeout. librdkafka sends each metadata request to the broker it
+# used last and drops that connection only once a request on it has timed out: with 10 s, a hung broker
+# cost the scrape its topic listing (and a second source asking meanwhile, its own), with 5 s the listing
+# is asked again of another broker within the scrape (:func:`cluster_view`). Admin operations carry their
+# own timeouts.
+METADATA_TIMEOUT_MS = HUNG_BROKER_TIMEOUT_MS // 2
+
 
 def admin_settings(cluster: Cluster) -> dict[str, Any]:
-    """The settings of the Admin clients of ``cluster``. librdkafka sends each metadata request to the
-    broker it used last, so without :data:`HUNG_BROKER_TIMEOUT_MS` a hung one took every metadata request;
-    Admin operations carry their own timeouts. ``client_properties`` may set ``socket.timeout.ms``."""
-    defaults = {"socket.timeout.ms": HUNG_BROKER_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
+    """The settings of the Admin clients of ``cluster``; ``client_properties`` may set
+    ``socket.timeout.ms`` (:data:`METADATA_TIMEOUT_MS`)."""
+    defaults = {"socket.timeout.ms": METADATA_TIMEOUT_MS, "client.id": f"kobs-{cluster.name}"}
     return defaults | cluster_settings(cluster)
 
 
@@ -52,7 +61,7 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
             flight = _in_flight[id(admin)] = Future()
     if not joined:
         try:
-            found = admin.list_topics(timeout=timeout_s)
+            found = _list_topics(admin, timeout_s)
             topics = {name: t for name, t in found.topics.items() if not name.startswith("__")}
             flight.set_result(ClusterView(topics, frozenset(found.brokers)))
         except BaseException as exc:
@@ -66,6 +75,18 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
         # A raised exception's traceback holds this frame; without ``flight`` the frame no longer holds the
         # exception (the future stores it), so no reference cycle keeps ``admin`` and its threads alive.
         del flight
+
+
+def _list_topics(admin: AdminClient, timeout_s: float) -> Any:
+    """The metadata of every topic, asked again once when the request timed out (librdkafka then drops
+    the connection to the broker it asked, hung most likely, and asks another) and time is left."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        return admin.list_topics(timeout=min(timeout_s, METADATA_TIMEOUT_MS / 1000 + 1))
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError._TIMED_OUT or deadline - time.monotonic() < 1:
+            raise
+    return admin.list_topics(timeout=deadline - time.monotonic())
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

@@ -125,7 +125,10 @@ def test_start_creates_a_missing_topic_with_the_configured_partitions(kafka_clus
     assert _partitions(kafka_cluster.bootstrap, topic) is None
     publisher = Publisher.from_config(_config(kafka_cluster.bootstrap, tmp_path, topic, 3)).start()
     try:
-        assert _partitions(kafka_cluster.bootstrap, topic) == 3  # tansu's auto-create would give 4
+        # Kafka answers CreateTopics once its controller has the topic; the broker a new client asks may
+        # apply that a moment later (a two-worker run saw none there right after start)
+        seen = wait_for(lambda: _partitions(kafka_cluster.bootstrap, topic), timeout_s=10)
+        assert seen == 3  # tansu's auto-create would give 4
         assert publisher.submit(_batch("jmx/broker-1", 1)) and publisher.flush(20)
     finally:
         publisher.close(timeout_s=5)
