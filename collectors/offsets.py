@@ -213,7 +213,8 @@ class OffsetsSource:
 
         labels = {(t, p): {"topic": t, "partition": str(p)} for t, p in tps}  # one per partition: memory
         specs = ((names.PARTITION_START_OFFSET, OFFSET_BEGINNING), (names.PARTITION_END_OFFSET, OFFSET_END))
-        work = [(name, spec, leader, c) for name, spec in specs for leader, c in leader_chunks(tps)]
+        chunks = leader_chunks(tps)
+        work = [(name, spec, leader, c) for name, spec in specs for leader, c in chunks]
         calls = [
             (name, leader, len(c), pool.submit(fetch, i, spec, leader, c))
             for i, (name, spec, leader, c) in enumerate(work)

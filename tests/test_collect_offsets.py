@@ -449,6 +449,14 @@ def _end_offsets(scrape, topic: str) -> dict[int, float]:
     }
 
 
+def _six_partitions_of_one_record(bootstrap: str, topic: str, replication_factor: int) -> None:
+    create_topic(bootstrap, topic, 6, replication_factor)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(6):
+        producer.produce(topic, b"before", partition=p)
+    assert producer.flush(10) == 0
+
+
 @pytest.mark.timeout(600)
 def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tmp_path):
     """The demo's incident 1, replayed: a node leading partitions of replication factor 1 is killed and
@@ -460,11 +468,7 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
     ones failed every call they were in (no end offset of the topic for the whole outage)."""
     topic = "offsets-incident"
     with KafkaCluster(tmp_path / "kafka", nodes=3) as kafka:  # its own: this test kills a node
-        create_topic(kafka.bootstrap, topic, 6, 1)
-        producer = Producer({"bootstrap.servers": kafka.bootstrap})
-        for p in range(6):
-            producer.produce(topic, b"before", partition=p)
-        assert producer.flush(10) == 0
+        _six_partitions_of_one_record(kafka.bootstrap, topic, replication_factor=1)
         source = OffsetsSource(Cluster(name="incident", bootstrap_servers=[kafka.bootstrap]))
         first = source.collect()
         assert first.errors == [] and _end_offsets(first, topic) == dict.fromkeys(range(6), 1)
@@ -482,9 +486,11 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
         while any(r.leader < 0 for r in kafka_tools.describe_topics(kafka.bootstrap, topic=topic)):
             assert time.monotonic() < deadline, "the partitions never got their leader back"
             time.sleep(1)
+        producer = Producer({"bootstrap.servers": kafka.bootstrap})
         for p in range(6):
             producer.produce(topic, b"after", partition=p)
         assert producer.flush(30) == 0
+        del producer  # its client would go on connecting to the stopped cluster
 
         truth = kafka_tools.end_offsets(kafka.bootstrap, topic)
         assert truth == dict.fromkeys(range(6), 2)
@@ -521,12 +527,7 @@ def test_a_hung_leader_costs_its_own_offsets_and_only_until_kafka_moves_its_part
     minutes). The scrapes after the move are whole, and agree with kafka-get-offsets."""
     topic = "offsets-hung-leader"
     with KafkaCluster(tmp_path / "kafka", nodes=3) as kafka:  # its own: this test hangs a node
-        create_topic(kafka.bootstrap, topic, 6, 3)
-        producer = Producer({"bootstrap.servers": kafka.bootstrap})
-        for p in range(6):
-            producer.produce(topic, b"before", partition=p)
-        assert producer.flush(10) == 0
-        del producer  # its client would go on connecting to the stopped cluster
+        _six_partitions_of_one_record(kafka.bootstrap, topic, replication_factor=3)
         source = OffsetsSource(Cluster(name="hung", bootstrap_servers=[kafka.bootstrap]))
         assert source.collect().errors == []
         hung = _asked_last(source._admin)
