@@ -34,7 +34,6 @@ from pyspark.sql.types import (
 
 from common.config import Config
 from common.kafka_clients import (
-    HUNG_BROKER_TIMEOUT_MS,
     AccessError,
     java_client_settings,
     metadata,
@@ -65,6 +64,14 @@ SCHEMA = StructType(
 # whole minute (the demo's stream planned no micro-batch for 63 s after its first incident's kill).
 API_TIMEOUT_MS = "15000"
 
+# How long the driver's and the executors' Kafka clients wait for one broker's answer (Kafka's default:
+# 30 s; the collectors' clients: HUNG_BROKER_TIMEOUT_MS, 10 s). A hung leader of the metrics topic (SIGSTOP:
+# its sockets open) holds each request to this timeout before the client drops the connection and finds
+# the new leader: with 10 s the stream read the next record 13.5 and 40 s after the collector wrote it to
+# the new leader, with 5 s 7.0-7.5 s (three runs). The stream's requests (offsets, fetches that wait
+# FETCH_WAIT_MS) are answered in milliseconds.
+REQUEST_TIMEOUT_MS = "5000"
+
 # How long a broker holds a fetch that finds no new records (Kafka's default: 500 ms). Kafka's Java consumer
 # sends its next fetch as a poll returns records, so a read that reaches the end of the log leaves a fetch
 # held at the broker; a broker answers one connection's requests one at a time, in order, and Spark's reader
@@ -89,7 +96,7 @@ def source_options(config: Config) -> dict[str, str]:
         "startingOffsets": "earliest",
         "failOnDataLoss": "false",
         "maxRecordsPerPartition": str(READ_TASK_RECORDS),
-        "kafka.request.timeout.ms": str(HUNG_BROKER_TIMEOUT_MS),
+        "kafka.request.timeout.ms": REQUEST_TIMEOUT_MS,
         "kafka.default.api.timeout.ms": API_TIMEOUT_MS,
         "kafka.fetch.max.wait.ms": FETCH_WAIT_MS,
     }
