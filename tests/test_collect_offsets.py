@@ -531,17 +531,13 @@ def test_a_hung_leader_costs_its_own_offsets_and_only_until_kafka_moves_its_part
         source = OffsetsSource(Cluster(name="hung", bootstrap_servers=[kafka.bootstrap]))
         assert source.collect().errors == []
         hung = _asked_last(source._admin)
-        led = {
-            r.partition for r in kafka_tools.describe_topics(kafka.bootstrap, topic=topic) if r.leader == hung
-        }
+        led = {p for p, leader in _leaders(kafka.bootstrap, topic).items() if leader == hung}
         assert led, f"node {hung} leads no partition of {topic}"
         kafka.pause(hung)
         try:
             during = source.collect()
             deadline = time.monotonic() + 60
-            while any(
-                r.leader in (hung, -1) for r in kafka_tools.describe_topics(kafka.live_bootstrap, topic=topic)
-            ):
+            while {hung, -1} & set(_leaders(kafka.live_bootstrap, topic).values()):
                 assert time.monotonic() < deadline, f"Kafka never moved node {hung}'s partitions"
                 time.sleep(1)
             truth = kafka_tools.end_offsets(kafka.live_bootstrap, topic)

@@ -240,7 +240,10 @@ def test_a_killed_or_hung_leader_of_the_metrics_topic_holds_the_stream_seconds_n
     finally:
         stop.set()
         runner.join(90)
-        kafka_cluster.restart(leader) if fault == "kill" else kafka_cluster.resume(leader)
+        if fault == "kill":
+            kafka_cluster.restart(leader)
+        else:
+            kafka_cluster.resume(leader)
     assert not runner.is_alive()
     assert read_after_s < 45, f"the stream read the record {read_after_s:.0f} s after its leader's {fault}"
 
