@@ -9,11 +9,13 @@ import platform
 import pytest
 
 from bench.capacity_machine import (
+    Transfer,
     core_clock_ghz,
     core_share,
     disk_writes,
     loopback_transfer,
     nominal_clock_ghz,
+    steadiest,
 )
 
 FASTEST_X86_GHZ = 6.2  # the highest clock an x86 core has shipped with (Core i9-14900KS, 2024)
@@ -43,3 +45,8 @@ def test_moving_bytes_costs_the_probes_cpu_and_no_more_than_their_threads_can_sp
     loopback, disk = loopback_transfer(64), disk_writes(tmp_path, 64)
     assert 0 < loopback.cpu_s_per_byte * loopback.bytes_per_s <= 2.05
     assert 0 < disk.cpu_s_per_byte * disk.bytes_per_s <= 1.05
+
+
+def test_a_probe_counts_its_median_run_so_one_burst_of_other_work_does_not_decide():
+    runs = iter([Transfer(282e6, 2.9e-9), Transfer(1.2e9, 0.29e-9), Transfer(1.0e9, 0.45e-9)])
+    assert steadiest(lambda: next(runs)) == Transfer(1.0e9, 0.45e-9)
