@@ -5,6 +5,8 @@ Each row of :data:`ROWS` runs ``kafka-producer-perf-test`` (one process per prod
 run, and puts the measured records/s beside what the capacity model predicts for the same workload on this
 machine, described as model hardware (:mod:`bench.capacity_machine`: cores, clock, loopback as the network,
 the disk's measured sequential write speed). Baseline: the model's prediction, ratio model / measured.
+Under each row: the CPU cycles per record it took, and the requests the brokers served per 1000 records
+(their own request counts, from their JMX exporter agents).
 
 Three things keep the measurement about Kafka: the brokers are warmed up first (unmeasured rows, so that
 their JIT has compiled the produce, replication and fetch paths: cold brokers measured 2-3x slower), each
@@ -27,7 +29,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -35,12 +39,13 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.capacity.model import DEFAULT_COSTS as COSTS
 from app.capacity.model import Workload, throughput
 from bench.capacity_machine import CpuMark, CpuUse, Machine, cpu_mark, measure
 from bench.cli import at_least_one
-from peers.kafka import given_or_started
+from peers.kafka import Reached, given_or_started
 from peers.kafka_tools import tool_argv
 from peers.stack import create_topic
 
@@ -88,6 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap", help="host:port of a 3-broker Kafka on this machine to use (default: start one)"
     )
+    parser.add_argument(
+        "--exporter",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="with --bootstrap: the metrics URL of one of its brokers' JMX exporter agents (repeat for each "
+        "broker), so that each row also prints the requests the brokers served per 1000 records (the "
+        "cluster the benchmark starts has its own)",
+    )
     parser.add_argument("--json", action="store_true", help="also print one JSON object on the last line")
 
 
@@ -107,12 +121,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.bootstrap:
             print("starting a 3-node Kafka on 127.0.0.1 ...", flush=True)
         payloads = {size: payload_file(Path(tmp), size) for size in {row.message_bytes for row in ROWS}}
-        with given_or_started(args.bootstrap, Path(tmp), nodes=3) as bootstrap:
+        with given_or_started(args.bootstrap, Path(tmp), 3, tuple(args.exporter)) as cluster:
             print("warming the brokers up (not measured) ...", flush=True)
             for row in WARM_UP:
-                with new_topic(bootstrap, row) as topic:
-                    produce(bootstrap, topic, row, payloads, records(row, args.megabytes))
-            results = [measure_row(bootstrap, row, args.megabytes, machine, payloads) for row in ROWS]
+                with new_topic(cluster.bootstrap, row) as topic:
+                    produce(cluster.bootstrap, topic, row, payloads, records(row, args.megabytes))
+            results = [measure_row(cluster, row, args.megabytes, machine, payloads) for row in ROWS]
     print(verdict(results))
     if args.json:
         print(json.dumps({"machine": asdict(machine), "rows": results}))
@@ -148,18 +162,22 @@ def new_topic(bootstrap: str, row: Row) -> Iterator[str]:
 
 
 def measure_row(
-    bootstrap: str, row: Row, megabytes: int, machine: Machine, payloads: dict[int, Path]
+    cluster: Reached, row: Row, megabytes: int, machine: Machine, payloads: dict[int, Path]
 ) -> dict:
-    """Run one row on a fresh topic and print measured, predicted and their ratio."""
-    count = records(row, megabytes)
+    """Run one row on a fresh topic and print measured, predicted and their ratio, and the requests the
+    brokers served for it."""
+    count, bootstrap = records(row, megabytes), cluster.bootstrap
     with new_topic(bootstrap, row) as topic:
         if not row.producers:  # a consumer row reads what a producer wrote first (not timed)
             produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), payloads, count)
+        urls = cluster.exporter_urls
+        served = request_counts(urls)
         measured, cpu = (
             produce(bootstrap, topic, row, payloads, count)
             if row.producers
             else consume(bootstrap, topic, count)
         )
+        served = request_counts(urls) - served if urls else None
     workload = Workload(
         message_bytes=row.message_bytes,
         batch_bytes=BATCH_BYTES,
@@ -174,7 +192,8 @@ def measure_row(
     ratio = bound.records_per_s / measured if measured else float("inf")
     print(
         f"  {row.name:<34} measured {measured:>11,.0f} records/s   model {bound.records_per_s:>11,.0f} "
-        f"({bound.name})   model/measured {ratio:.2f}\n  {'':<34} {cycles(cpu, machine, workload)}",
+        f"({bound.name})   model/measured {ratio:.2f}\n  {'':<34} {cycles(cpu, machine, workload)}"
+        f"\n  {'':<34} {requests_served(served, count)}",
         flush=True,
     )
     return {
@@ -202,6 +221,35 @@ def cycles(cpu: CpuUse | None, machine: Machine, workload: Workload) -> str:
         f"brokers and the rest {cpu.rest_s * hz / cpu.records:,.0f} (model {brokers}); "
         f"cores busy {cpu.cores_busy:.2f} of {machine.cores}"
     )
+
+
+SERVED = ("Produce", "FetchFollower", "FetchConsumer")  # the requests a row's records cost the brokers
+
+
+def request_counts(exporter_urls: tuple[str, ...]) -> Counter[str]:
+    """The requests of each kind in :data:`SERVED` the brokers behind ``exporter_urls`` have served so far
+    (Kafka's RequestsPerSec meters' counts, as the JMX exporter's agent serves them)."""
+    counts: Counter[str] = Counter()
+    for url in exporter_urls:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families("".join(REQUESTS_SERIES.findall(text))):
+            for sample in family.samples:
+                if sample.labels.get("request") in SERVED:
+                    counts[sample.labels["request"]] += sample.value
+    return counts
+
+
+REQUESTS_SERIES = re.compile(r"^kafka_network_requestmetrics_requests_total\{.*\n", re.MULTILINE)
+
+
+def requests_served(served: Counter[str] | None, records: int) -> str:
+    """The requests of each kind the brokers served per 1000 of a row's records, over its whole run (None:
+    the brokers' metrics are not known)."""
+    if served is None:
+        return "requests per 1000 records: not measured (give --exporter with --bootstrap)"
+    kinds = ", ".join(f"{kind} {served[kind] * 1000 / records:.2f}" for kind in SERVED if served[kind])
+    return f"requests per 1000 records (the whole run, warm-up included): {kinds}"
 
 
 STEADY = "In steady state."  # the producer tool's line at its first report (each second) after its warm-up

@@ -114,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     with (
         tempfile.TemporaryDirectory(prefix="kobs-bench-") as tmp,
-        given_or_started(args.bootstrap, Path(tmp), nodes=1) as boot,
+        given_or_started(args.bootstrap, Path(tmp), nodes=1) as reached,
     ):
+        boot = reached.bootstrap
         began = time.perf_counter()
         records, samples, events, size = produce(boot, topic, workloads)
         print(

@@ -31,6 +31,7 @@ import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -397,12 +398,23 @@ class KafkaCluster:
         self.stop()
 
 
+@dataclass(frozen=True)
+class Reached:
+    """Where a benchmark reaches a cluster: its bootstrap servers, and its brokers' metrics URLs (the JMX
+    exporter's agent; empty when not known)."""
+
+    bootstrap: str
+    exporter_urls: tuple[str, ...] = ()
+
+
 @contextmanager
-def given_or_started(bootstrap: str | None, run_dir: Path, nodes: int) -> Iterator[str]:
-    """``bootstrap`` when one is given, else that of a cluster of ``nodes`` started in ``run_dir`` for the
-    block (a benchmark's ``--bootstrap``)."""
+def given_or_started(
+    bootstrap: str | None, run_dir: Path, nodes: int, exporter_urls: tuple[str, ...] = ()
+) -> Iterator[Reached]:
+    """``bootstrap`` (and the ``exporter_urls`` given with it) when one is given, else those of a cluster of
+    ``nodes`` started in ``run_dir`` for the block (a benchmark's ``--bootstrap``)."""
     if bootstrap:
-        yield bootstrap
+        yield Reached(bootstrap, exporter_urls)
         return
     with KafkaCluster(run_dir / "kafka", nodes=nodes) as cluster:
-        yield cluster.bootstrap
+        yield Reached(cluster.bootstrap, tuple(node.exporter_url for node in cluster.nodes.values()))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,9 +29,10 @@ KEYS = {
 
 
 def test_every_row_runs_kafkas_perf_tools_and_prints_measured_beside_the_model(kafka_cluster):
+    exporters = [arg for node in kafka_cluster.nodes.values() for arg in ("--exporter", node.exporter_url)]
     done = subprocess.run(
         [sys.executable, "-m", "kobs.cli", "bench", "capacity", "--megabytes", "1", "--json",
-         "--bootstrap", kafka_cluster.bootstrap],
+         "--bootstrap", kafka_cluster.bootstrap, *exporters],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -51,6 +53,13 @@ def test_every_row_runs_kafkas_perf_tools_and_prints_measured_beside_the_model(k
     for row in rows:  # each printed with its ratio
         assert any(line.strip().startswith(row["name"]) and "model/measured" in line for line in lines)
     assert lines[-2].startswith("model vs measured: worst x")
+    # the brokers' own request counts for each row: a producer row's records came in Produce requests, the
+    # consumer row's went out in consumer fetches
+    served = [line.strip() for line in lines if line.strip().startswith("requests per 1000 records")]
+    assert len(served) == len(rows), served
+    for row, line in zip(rows, served, strict=True):
+        kind = "Produce" if row["producers"] else "FetchConsumer"
+        assert float(re.search(rf"{kind} ([\d.]+)", line).group(1)) > 0, line
 
 
 def test_a_rows_topic_deleted_already_ends_the_row_cleanly(kafka_cluster):
