@@ -305,7 +305,7 @@ def confidence(costs: CpuCosts = DEFAULT_COSTS) -> str:
         f"Estimates, fitted on {len(FITTED)} published benchmark figures. On {len(held_out)} others held "
         f"out: median x{median:.2f} off, {sum(c.factor <= 2 for c in held_out)} within x2, worst "
         f"x{worst:.0f} (`kobs whatif calibration`). Against a real 3-node Kafka on one 2-core machine "
-        "(`kobs bench capacity`, three machines): 0.50-1.39x with 100 B messages, 0.70-1.37x with 1 KB at "
-        "acks=all, 0.75-1.81x with 1 KB at RF 1, 0.6-0.7x for a consumer in its steady state; the "
+        "(`kobs bench capacity`, four machines): 0.50-1.39x with 100 B messages, 0.70-1.37x with 1 KB at "
+        "acks=all, 0.75-1.81x with 1 KB at RF 1, 0.6-1.0x for a consumer in its steady state; the "
         "machines' Kafka differ about 2x in CPU cycles per record (docs/capacity.md)."
     )
