@@ -106,6 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if refused := exporters_refused(args):
+        print(f"kobs bench capacity: --exporter: {refused}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="kobs-bench-capacity-") as tmp:
         needed = REPLICAS_KEPT * args.megabytes * 1e6
         if not args.bootstrap and (free := shutil.disk_usage(tmp).free) < needed:
@@ -131,6 +134,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"machine": asdict(machine), "rows": results}))
     return 0
+
+
+def exporters_refused(args: argparse.Namespace) -> str:
+    """Why the ``--exporter`` URLs given cannot serve, or "" (none given, or each one answers)."""
+    if args.exporter and not args.bootstrap:
+        return "names the brokers of a --bootstrap cluster; the cluster started here has its own"
+    for url in args.exporter:
+        try:
+            request_counts((url,))
+        except (OSError, ValueError) as exc:
+            return (
+                f"{url} cannot be read ({exc}) — give the metrics URL of a broker's JMX exporter agent, "
+                "like http://HOST:PORT/metrics"
+            )
+    return ""
 
 
 def payload_file(directory: Path, size: int, count: int = 1000) -> Path:
@@ -170,14 +188,13 @@ def measure_row(
     with new_topic(bootstrap, row) as topic:
         if not row.producers:  # a consumer row reads what a producer wrote first (not timed)
             produce(bootstrap, topic, replace(row, acks="1", producers=1, consumers=0), payloads, count)
-        urls = cluster.exporter_urls
-        served = request_counts(urls)
+        before = request_counts(cluster.exporter_urls)
         measured, cpu = (
             produce(bootstrap, topic, row, payloads, count)
             if row.producers
             else consume(bootstrap, topic, count)
         )
-        served = request_counts(urls) - served if urls else None
+        served = request_counts(cluster.exporter_urls) - before if cluster.exporter_urls else None
     workload = Workload(
         message_bytes=row.message_bytes,
         batch_bytes=BATCH_BYTES,

@@ -19,6 +19,7 @@ from sockets import descendants
 from waiting import wait_for
 
 from bench.capacity import ROWS, new_topic, signals_held
+from peers.process import free_port
 
 pytestmark = pytest.mark.peers
 
@@ -122,3 +123,22 @@ def test_kill_stops_the_cluster_and_the_tools_the_benchmark_started():
     finally:
         bench.kill()
     assert not [pid for pids in started.values() for pid in pids if _cmdline(pid)]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--exporter", "http://127.0.0.1:{port}/metrics"], "names the brokers of a --bootstrap cluster"),
+        (["--bootstrap", "127.0.0.1:9", "--exporter", "http://127.0.0.1:{port}/metrics"], "cannot be read"),
+        (["--bootstrap", "127.0.0.1:9", "--exporter", "127.0.0.1:{port}"], "cannot be read"),
+    ],
+)
+def test_an_exporter_that_cannot_serve_is_refused_before_anything_runs(options, said):
+    port = free_port()  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "kobs.cli", "bench", "capacity", *(o.format(port=port) for o in options)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("kobs bench capacity: --exporter: ") and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "as model hardware" not in done.stdout  # refused first
