@@ -21,6 +21,8 @@ from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
 # is asked again of another broker within the scrape (:func:`cluster_view`). Admin operations carry their
 # own timeouts.
 METADATA_TIMEOUT_MS = HUNG_BROKER_TIMEOUT_MS // 2
+# Time for :func:`list_topics` to ask twice: a hung broker until its request times out, then another.
+LISTING_TIMEOUT_S = 2 * METADATA_TIMEOUT_MS / 1000 + 1
 
 
 def admin_settings(cluster: Cluster) -> dict[str, Any]:
@@ -61,7 +63,7 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
             flight = _in_flight[id(admin)] = Future()
     if not joined:
         try:
-            found = _list_topics(admin, timeout_s)
+            found = list_topics(admin, timeout_s)
             topics = {name: t for name, t in found.topics.items() if not name.startswith("__")}
             flight.set_result(ClusterView(topics, frozenset(found.brokers)))
         except BaseException as exc:
@@ -77,7 +79,7 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
         del flight
 
 
-def _list_topics(admin: AdminClient, timeout_s: float) -> Any:
+def list_topics(admin: AdminClient, timeout_s: float) -> Any:
     """The metadata of every topic, asked again once when the request timed out (librdkafka then drops
     the connection to the broker it asked, hung most likely, and asks another) and time is left."""
     deadline = time.monotonic() + timeout_s

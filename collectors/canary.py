@@ -38,7 +38,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from collectors.admin import admin_client
+from collectors.admin import LISTING_TIMEOUT_S, admin_client, list_topics
 from collectors.scheduler import reason_of
 from common.config import Cluster
 from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
@@ -277,7 +277,7 @@ class Canary:
         """Create the topic or add the partitions it lacks, elect preferred leaders where another replica
         leads; returns partition -> preferred leader (none from the check that creates the topic)."""
         topic, timeout = self.settings.topic, ADMIN_TIMEOUT_S
-        metadata = admin.list_topics(timeout=timeout)
+        metadata = list_topics(admin, LISTING_TIMEOUT_S)  # asked again of another broker if one hangs
         brokers = list(metadata.brokers)
         found = metadata.topics.get(topic)
         error = found.error.code() if found is not None and found.error is not None else None

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import NewTopic
 from prometheus_client import CollectorRegistry
-from waiting import wait_for
+from waiting import asked_last, wait_for
 
 from alerts.runbooks import write_rules
 from collectors import canary as canary_module
@@ -18,6 +18,7 @@ from collectors.canary import Canary, CanaryMetrics, InFlight, assignment, start
 from common.config import Cluster
 from common.serving import serve_metrics
 from peers import kafka_tools
+from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.prometheus import Prometheus
 
@@ -90,6 +91,29 @@ def test_a_broker_that_has_not_heard_of_the_topic_yet_is_no_error(kafka_cluster)
     assert canary.check_topic(_LaggingMetadata(admin, topic)) == {}  # refused as existing: no error
     rows = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
     assert len(rows) == len(kafka_cluster.nodes)  # Kafka's own word: there, with its partition per broker
+
+
+@pytest.mark.peers
+@pytest.mark.timeout(300)
+def test_a_hung_node_the_checks_admin_client_asked_last_costs_the_check_nothing(tmp_path):
+    """The demo's incident 2 (a node hung with SIGSTOP) cost the canary a topic check: its metadata request
+    went to the node its Admin client had asked last and timed out ("canary demo: topic: Failed to get
+    metadata: Local: Timed out"). Now the listing is asked again of another node, as the collectors' is."""
+    topic = f"canary-{uuid.uuid4().hex[:6]}"
+    with KafkaCluster(tmp_path / "kafka", nodes=3) as kafka:  # its own: this test hangs a node
+        cluster = Cluster(name="c4", bootstrap_servers=[kafka.bootstrap], canary={"topic": topic})
+        canary = Canary(cluster, CanaryMetrics(CollectorRegistry()), threading.Event())
+        admin = admin_client(cluster)
+        canary.check_topic(admin)  # creates the topic; the checks after it name its leaders
+        led = wait_for(lambda: canary.check_topic(admin), timeout_s=30)
+        hung = asked_last(admin)
+        kafka.pause(hung)
+        try:
+            during = canary.check_topic(admin)
+        finally:
+            kafka.resume(hung)
+    assert led == {p: str(b) for p, b in enumerate(sorted(kafka.nodes))}
+    assert during == led
 
 
 @pytest.mark.peers

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult, NewTopic
 from gc_off import cyclic_collector_off
-from waiting import until
+from waiting import asked_last, until
 
 from collectors.admin import admin_settings, topics
 from collectors.futures import wait_all
@@ -511,11 +511,6 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
     assert _end_offsets(down[-1], topic) == dict.fromkeys(others, 1), [s.errors for s in down]
 
 
-def _asked_last(admin: AdminClient) -> int:
-    """The node an Admin client's metadata requests go to: the one that answered its last."""
-    return until(lambda: max(admin.list_topics(timeout=10).orig_broker_id, 0), timeout_s=30)  # -1: bootstrap
-
-
 @pytest.mark.timeout(600)
 def test_a_hung_leader_costs_its_own_offsets_and_only_until_kafka_moves_its_partitions(tmp_path):
     """The demo's incident 2, a node hung with SIGSTOP (here the one the source's metadata requests go to,
@@ -530,7 +525,7 @@ def test_a_hung_leader_costs_its_own_offsets_and_only_until_kafka_moves_its_part
         _six_partitions_of_one_record(kafka.bootstrap, topic, replication_factor=3)
         source = OffsetsSource(Cluster(name="hung", bootstrap_servers=[kafka.bootstrap]))
         assert source.collect().errors == []
-        hung = _asked_last(source._admin)
+        hung = asked_last(source._admin)
         led = {p for p, leader in _leaders(kafka.bootstrap, topic).items() if leader == hung}
         assert led, f"node {hung} leads no partition of {topic}"
         kafka.pause(hung)

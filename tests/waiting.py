@@ -26,3 +26,8 @@ def until(check, timeout_s: float = 30.0):
     found = wait_for(check, timeout_s, every_s=0.2)
     assert found, f"condition not reached within {timeout_s:g} s"
     return found
+
+
+def asked_last(admin) -> int:
+    """The node an Admin client's metadata requests go to: the one that answered its last."""
+    return until(lambda: max(admin.list_topics(timeout=10).orig_broker_id, 0), timeout_s=30)  # -1: bootstrap
