@@ -100,8 +100,9 @@ def test_the_consumer_counts_from_its_first_report_past_a_third_of_its_records_t
     reports = [(100, 0.3), (400, 0.5), (800, 0.6)]
     monkeypatch.setattr(capacity, "tool_argv", lambda *a, **k: consumer_tool(reports))
     rate, cpu = capacity.consume("unused:9092", "topic", 900)
-    # 300 of 900 warm it up: from the report of 400 to that of 800, 0.5 s apart (not the last 0.6 s)
-    assert cpu.records == 400 and 0.45 <= cpu.seconds < 0.9 and 0.45 <= cpu.tools_s < 0.9
+    # 300 of 900 warm it up: from the report of 400 to that of 800, 0.5 CPU seconds apart (not the last 0.6
+    # s). The wall-clock span is only bounded below: a loaded machine stretched it to 1.69 s in a full run.
+    assert cpu.records == 400 and cpu.seconds >= 0.45 and 0.45 <= cpu.tools_s < 0.9
     assert rate == pytest.approx(400 / cpu.seconds)
 
 
