@@ -39,12 +39,13 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.capacity.model import DEFAULT_COSTS as COSTS
 from app.capacity.model import Workload, throughput
 from bench.capacity_machine import CpuMark, CpuUse, Machine, cpu_mark, measure
 from bench.cli import at_least_one
+from collectors.exposition import parse_exposition
+from common import names
 from peers.kafka import Reached, given_or_started
 from peers.kafka_tools import tool_argv
 from peers.stack import create_topic
@@ -249,15 +250,14 @@ def request_counts(exporter_urls: tuple[str, ...]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for url in exporter_urls:
         with urllib.request.urlopen(url, timeout=30) as response:
-            text = response.read().decode()
-        for family in text_string_to_metric_families("".join(REQUESTS_SERIES.findall(text))):
-            for sample in family.samples:
-                if sample.labels.get("request") in SERVED:
-                    counts[sample.labels["request"]] += sample.value
+            page = response.read().decode()
+        for sample in parse_exposition(page, REQUESTS, {}):
+            if sample.labels.get("request") in SERVED:
+                counts[sample.labels["request"]] += sample.value
     return counts
 
 
-REQUESTS_SERIES = re.compile(r"^kafka_network_requestmetrics_requests_total\{.*\n", re.MULTILINE)
+REQUESTS = {"kafka_network_requestmetrics_requests_total": names.REQUESTS}  # the exporter's series, ours
 
 
 def requests_served(served: Counter[str] | None, records: int) -> str:
