@@ -4,7 +4,9 @@ A rule's condition compares an aggregate of one metric with a number, as in
 ``max by (cluster, topic) (kobs_topic_under_replicated_seconds) > 15``. The first such comparison of each
 metric in a rule is that rule's line for the metric; a later one on the same metric is a hysteresis arm,
 which only keeps a firing alert firing. Comparisons of arithmetic (``time() - max(...) > 300``) are not
-lines: the number does not apply to the metric itself.
+lines: the number does not apply to the metric itself; nor are those of an ``unless`` arm, which vetoes
+(``... unless on (cluster, broker) max by (cluster, broker) (kobs_broker_maintenance) == 1``: no alert while
+the broker is in a planned restart) and fires nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dataclasses import dataclass
 
 OPERATORS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq}
 OPERATORS["!="] = operator.ne
+
+UNLESS = re.compile(r"\bunless\b")
+ARM_END = re.compile(r"[()]|\bor\b")  # an ``unless`` arm ends where its group closes or an ``or`` begins
 
 COMPARISON = re.compile(
     r"(?:^|\(|\b(?:or|and|unless)(?:\s+on\s*\([^)]*\))?)\s*"  # the start of an arm: nothing computed before
@@ -40,12 +45,28 @@ class Line:
         return OPERATORS[self.op](x, self.value)
 
 
+def without_vetoes(expr: str) -> str:
+    """``expr`` without its ``unless`` arms (``unless`` binds tighter than ``or``)."""
+    while found := UNLESS.search(expr):
+        depth, end = 0, len(expr)
+        for token in ARM_END.finditer(expr, found.end()):
+            if token[0] == "(":
+                depth += 1
+            elif depth == 0:
+                end = token.start()
+                break
+            elif token[0] == ")":
+                depth -= 1
+        expr = expr[: found.start()] + expr[end:]
+    return expr
+
+
 def lines(rules: Iterable[dict]) -> list[Line]:
     """Every alerting rule's line per metric it compares (rules as Prometheus rule-file mappings)."""
     found = []
     for rule in rules:
         seen = set()
-        for match in COMPARISON.finditer(rule["expr"].strip()):
+        for match in COMPARISON.finditer(without_vetoes(rule["expr"].strip())):
             if match["metric"] not in seen:
                 seen.add(match["metric"])
                 severity = rule.get("labels", {}).get("severity", "ticket")

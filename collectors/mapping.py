@@ -26,6 +26,8 @@ DEFAULT_MAPPING: dict[str, str] = {
     "kafka_controller_kafkacontroller_offlinepartitionscount": names.OFFLINE_PARTITIONS,
     "kafka_controller_controllerstats_uncleanleaderelections_total": names.UNCLEAN_ELECTIONS,
     "kafka_controller_controllerstats_leaderelectionrateandtimems_count": names.LEADER_ELECTIONS,
+    "kafka_controller_kafkacontroller_controlledshutdownbrokercount": names.CONTROLLED_SHUTDOWN_BROKERS,
+    "kafka_controller_controllerstats_controlledshutdownrateandtimems_count": names.CONTROLLED_SHUTDOWNS,
     "kafka_server_brokertopicmetrics_messagesin_total": names.MESSAGES_IN,
     "kafka_server_brokertopicmetrics_bytesin_total": names.BYTES_IN,
     "kafka_server_brokertopicmetrics_bytesout_total": names.BYTES_OUT,

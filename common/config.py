@@ -250,6 +250,12 @@ class Analytics(_Model):
     flapping: Flapping = Flapping()
 
 
+class Alerts(_Model):
+    """What the derived metrics tell the alert rules beyond the facts: how long planned work may last."""
+
+    maintenance_grace_s: Seconds = 600.0  # a planned restart pages once it lasts longer (away or catching up)
+
+
 class Sinks(_Model):
     run_dir: Path = Path("var")
     spool_max_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
@@ -288,6 +294,7 @@ class Config(_Model):
     metrics_topic: MetricsTopic = MetricsTopic()
     intervals: Intervals = Intervals()
     analytics: Analytics = Analytics()
+    alerts: Alerts = Alerts()
     sinks: Sinks = Sinks()
     app: App = App()
 

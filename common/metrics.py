@@ -116,37 +116,63 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster topic partition",
         "1 while the leader is the preferred replica (the first assigned), else 0.",
     ),
-    # Replication health, per topic.
+    # Replication health, per topic and cause broker (the broker whose absence explains the state, "" when
+    # unknown; the "" series is always there, 0 when nothing is wrong).
     _m(
         "kobs_topic_under_replicated_partitions",
         "gauge",
-        "cluster topic",
-        "Partitions whose ISR is smaller than their replica set.",
+        "cluster topic cause_broker",
+        "Partitions whose ISR is smaller than their replica set, reassignments adding replicas excepted.",
     ),
     _m(
         "kobs_topic_under_replicated_seconds",
         "gauge",
-        "cluster topic",
+        "cluster topic cause_broker",
         "Longest time any partition of the topic has been under-replicated without interruption; 0 if none.",
     ),
     _m(
         "kobs_topic_under_min_isr_partitions",
         "gauge",
-        "cluster topic",
+        "cluster topic cause_broker",
         "Partitions whose ISR is smaller than min.insync.replicas (acks=all producers fail).",
     ),
     _m(
         "kobs_topic_under_min_isr_seconds",
         "gauge",
-        "cluster topic",
+        "cluster topic cause_broker",
         "Longest time any partition of the topic has been under min ISR without interruption; 0 if none.",
     ),
-    _m("kobs_topic_offline_partitions", "gauge", "cluster topic", "Partitions without a live leader."),
+    _m(
+        "kobs_topic_offline_partitions",
+        "gauge",
+        "cluster topic cause_broker",
+        "Partitions without a live leader.",
+    ),
     _m(
         "kobs_topic_offline_seconds",
         "gauge",
-        "cluster topic",
+        "cluster topic cause_broker",
         "Longest time any partition of the topic has been offline without interruption; 0 if none.",
+    ),
+    _m(
+        "kobs_topic_shrunk_to_min_isr_partitions",
+        "gauge",
+        "cluster topic cause_broker",
+        "Under-replicated partitions whose ISR is down to min.insync.replicas: one more replica out and "
+        "acks=all producers fail.",
+    ),
+    _m(
+        "kobs_topic_shrunk_to_min_isr_seconds",
+        "gauge",
+        "cluster topic cause_broker",
+        "Longest time any partition of the topic has been shrunk to min ISR without interruption; 0 if none.",
+    ),
+    _m(
+        "kobs_topic_reassigning_partitions",
+        "gauge",
+        "cluster topic",
+        "Partitions adding replicas (a reassignment or a replication factor increase) that have not all "
+        "joined the ISR yet.",
     ),
     _m("kobs_topic_replication_factor", "gauge", "cluster topic", "Smallest replica count of the topic."),
     _m(
@@ -185,6 +211,25 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster broker",
         "Partitions whose ISR the broker was seen leaving and has not rejoined.",
     ),
+    _m(
+        "kobs_broker_maintenance",
+        "gauge",
+        "cluster broker",
+        "1 while the broker is in a planned restart (it left by controlled shutdown and is away or back "
+        "but not in every ISR it left), 2 when that has lasted past alerts.maintenance_grace_s, else 0.",
+    ),
+    _m(
+        "kobs_broker_maintenance_seconds",
+        "gauge",
+        "cluster broker",
+        "Seconds since the broker left for its planned restart; 0 when it is in none.",
+    ),
+    _m(
+        "kobs_maintenance_grace_seconds",
+        "gauge",
+        "cluster",
+        "How long a planned restart may last before it pages (alerts.maintenance_grace_s).",
+    ),
     _m("kobs_broker_leader_partitions", "gauge", "cluster broker", "Partitions the broker leads."),
     _m(
         "kobs_broker_leader_imbalance_ratio",
@@ -199,7 +244,13 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster",
         "Brokers that claim to be the active controller.",
     ),
-    _m("kobs_unclean_leader_elections_total", "counter", "cluster", "Unclean leader elections seen."),
+    _m(
+        "kobs_unclean_leader_elections_total",
+        "counter",
+        "cluster",
+        "Unclean leader elections: Kafka's own count where a controller serves it, else those the ISR "
+        "events prove.",
+    ),
     # Broker resources and requests (1-minute rates of the broker's JVM and request meters).
     _m("kobs_broker_cpu_cores", "gauge", "cluster broker", "CPU cores the broker's process used."),
     _m("kobs_broker_heap_used_bytes", "gauge", "cluster broker", "JVM heap in use."),

@@ -17,6 +17,12 @@ ACTIVE_CONTROLLER = "kafka_controller_active"
 OFFLINE_PARTITIONS = "kafka_controller_offline_partitions"
 UNCLEAN_ELECTIONS = "kafka_controller_unclean_leader_elections_total"
 LEADER_ELECTIONS = "kafka_controller_leader_elections_total"
+# Planned restarts, as the controllers see them. KRaft: the brokers registered as in controlled shutdown, a
+# gauge every controller serves; a broker counts from its shutdown request until it registers again, so it
+# stays counted while it is away. ZooKeeper mode: the controlled-shutdown requests the active controller
+# handled (a timer's count).
+CONTROLLED_SHUTDOWN_BROKERS = "kafka_controller_controlled_shutdown_brokers"
+CONTROLLED_SHUTDOWNS = "kafka_controller_controlled_shutdowns_total"
 MESSAGES_IN = "kafka_broker_messages_in_total"
 BYTES_IN = "kafka_broker_bytes_in_total"
 BYTES_OUT = "kafka_broker_bytes_out_total"

@@ -60,12 +60,17 @@ def increase(labels: str, metric: str, window: str, *variables: str) -> str:
     return f"sum by ({labels}) (increase({sel(metric, *variables)}[{window}]))"
 
 
-# Partition states the jobs time per topic: metric infix, words for the panel title, the rule that pages.
+# Partition states the jobs count and time per topic: metric infix, words for panel titles, the rule that
+# reads the count (None: the rule reads the time), the rule that reads the time (None: none does).
 PARTITION_STATES = (
-    ("under_replicated", "under-replicated", "KafkaUnderReplicatedPartitions"),
-    ("under_min_isr", "under min ISR", "KafkaUnderMinIsrPartitions"),
-    ("offline", "offline", "KafkaOfflinePartitions"),
+    ("offline", "offline", "KafkaOfflinePartitions", None),
+    ("under_min_isr", "under min ISR", "KafkaUnderMinIsrPartitions", None),
+    ("shrunk_to_min_isr", "one replica from under min ISR", "KafkaPartitionsAtMinIsr", None),
+    ("under_replicated", "under-replicated", None, "KafkaUnderReplicatedPartitions"),
 )
+# A broker's planned restart (kobs_broker_maintenance): its codes and colours.
+MAINTENANCE = {"none": 0, "planned restart": 1, "overdue": 2}
+MAINTENANCE_COLOURS = {"none": "green", "planned restart": "blue", "overdue": "red"}
 
 # Burrow's partition statuses (ERR is a group's only): STOP, STALL and REWIND are stuck consumers.
 PARTITION_STATUS_COLOURS = {s: c for s, c in GROUP_STATUS_COLOURS.items() if s != "ERR"}
@@ -120,25 +125,27 @@ CLUSTER_HEALTH = DashboardSpec(
                     alerts=("KafkaBrokerDown",),
                     mappings={"a broker is down": 0, "all up": 1},
                 ),
-                Panel(
-                    "Offline partitions",
-                    by("cluster", "sum", "kobs_topic_offline_partitions", *CT),
-                    "Partitions without a live leader: nothing can be written to or read from them. "
-                    "Anything above 0 pages.",
-                    kind="stat",
-                    alerts=("KafkaOfflinePartitions",),
-                ),
                 *(
                     Panel(
-                        f"Longest {what}",
-                        by("cluster", "max", f"kobs_topic_{state}_seconds", *CT),
-                        f"How long the longest {what} partition has been so (0 when none is); past the "
-                        "alert's threshold it pages.",
-                        unit="s",
+                        f"Partitions {what}",
+                        by("cluster", "sum", f"kobs_topic_{state}_partitions", *CT),
+                        f"Partitions {what}, whatever broke them; anything above 0 pages (a planned restart "
+                        "of their only replicas too: that is an outage).",
                         kind="stat",
                         alerts=(alert,),
                     )
-                    for state, what, alert in PARTITION_STATES[:2]
+                    for state, what, alert, _ in PARTITION_STATES
+                    if alert
+                ),
+                Panel(
+                    "Longest under-replicated",
+                    by("cluster", "max", "kobs_topic_under_replicated_seconds", *CT),
+                    "How long the longest under-replicated partition has been so (0 when none is); past the "
+                    "line it opens a ticket unless a planned restart explains it, and it pages past "
+                    "alerts.maintenance_grace_s whatever the cause.",
+                    unit="s",
+                    kind="stat",
+                    alerts=("KafkaUnderReplicatedPartitions",),
                 ),
             ),
         ),
@@ -154,6 +161,27 @@ CLUSTER_HEALTH = DashboardSpec(
                     kind="timeline",
                     alerts=("KafkaBrokerDown",),
                     mappings={"down": 0, "up": 1},
+                ),
+                Panel(
+                    "Planned restarts",
+                    by("cluster, broker", "max", "kobs_broker_maintenance", *C),
+                    "Brokers in a planned restart: they left by controlled shutdown (SIGTERM; the "
+                    "controllers count them) and are away or back but not in every ISR yet. No replication "
+                    "risk pages while it lasts; overdue is one that outlasted alerts.maintenance_grace_s, "
+                    "which pages.",
+                    legend="{{cluster}} broker {{broker}}",
+                    kind="timeline",
+                    mappings=MAINTENANCE,
+                    colours=MAINTENANCE_COLOURS,
+                ),
+                Panel(
+                    "Planned restart, share of its grace",
+                    f"{by('cluster, broker', 'max', 'kobs_broker_maintenance_seconds', *C)} / on (cluster) "
+                    f"group_left () {by('cluster', 'max', 'kobs_maintenance_grace_seconds', *C)}",
+                    "How far each broker's planned restart is into alerts.maintenance_grace_s: at 100% it "
+                    "pages as a broker down (or under-replicated for too long).",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Partitions each broker is out of the ISR of",
@@ -256,13 +284,21 @@ CLUSTER_HEALTH = DashboardSpec(
                     Panel(
                         f"Longest time {what}",
                         by("cluster, topic", "max", f"kobs_topic_{state}_seconds", *CT),
-                        f"Per topic, how long its longest {what} partition has been so; the dashed line is "
-                        "where it pages.",
+                        f"Per topic, how long its longest {what} partition has been so"
+                        + ("; the dashed line is where it opens a ticket." if alert else "."),
                         unit="s",
                         legend="{{cluster}}/{{topic}}",
-                        alerts=(alert,),
+                        alerts=(alert,) if alert else (),
                     )
-                    for state, what, alert in PARTITION_STATES
+                    for state, what, _, alert in PARTITION_STATES
+                ),
+                Panel(
+                    "Partitions being reassigned, by topic",
+                    by("cluster, topic", "sum", "kobs_topic_reassigning_partitions", *CT),
+                    "Partitions adding replicas (kafka-reassign-partitions, a replication factor increase) "
+                    "that have not all joined the ISR: not under-replicated, and no page, while they catch "
+                    "up.",
+                    legend="{{cluster}}/{{topic}}",
                 ),
                 Panel(
                     "Replication factor by topic",

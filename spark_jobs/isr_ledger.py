@@ -78,6 +78,17 @@ class IsrLedger:
             for broker in known.out:
                 yield cluster, broker, topic, partition
 
+    def culprit(self, cluster: str, topic: str, partition: str, offline: bool) -> int | None:
+        """The broker whose absence explains the partition's trouble, or None when the events do not say:
+        the smallest id of the brokers that left its ISR and have not rejoined, and, when it has no leader,
+        of the ISR members it kept (an offline partition keeps its last ISR member in ZooKeeper mode and in
+        KRaft without eligible leader replicas; with them its ISR empties, and that member left)."""
+        known = self._partitions.get((cluster, topic, partition))
+        if known is None:
+            return None
+        suspects = known.out | known.isr if offline else known.out
+        return min(suspects, default=None)
+
     def fully_replicated(self, cluster: str, topic: str, partition: str) -> None:
         """Metadata says the ISR is the whole replica set: nobody is out (a missed expand, a reassignment)."""
         known = self._partitions.get((cluster, topic, partition))

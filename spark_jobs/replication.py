@@ -3,27 +3,45 @@
 Pure (no Spark). Definitions (Kafka's): a partition is *under-replicated* when its ISR
 is smaller than its replica set, *under min ISR* when its ISR is smaller than the topic's
 ``min.insync.replicas`` (Kafka's default 1 until the topic's value is seen), *offline* when it has no leader
-(-1). The partition counts come from the partition-state samples (the ZooKeeper source in ZooKeeper mode,
-the metadata source in KRaft mode); each state's time runs from the first scrape that saw it and resets when
-a scrape sees it end. A topic's ``..._seconds`` is its longest running state, 0 when none.
+(-1). Two more: *shrunk to min ISR*, an under-replicated partition whose ISR is down to min.insync.replicas
+(one more replica out and acks=all producers fail; Kafka's AtMinIsrPartitionCount also counts in-sync
+partitions whose replication factor equals min.insync.replicas), and *reassigning*, a partition whose replica
+set grew past the size it last had in sync while no replica left its ISR (a reassignment or a replication
+factor increase adding replicas, which join the ISR as they catch up): it is not under-replicated. The
+partition counts come from the partition-state samples (the ZooKeeper source in ZooKeeper mode, the metadata
+source in KRaft mode); each state's time runs from the first scrape that saw it and resets when a scrape sees
+it end. A topic's ``..._seconds`` is its longest running state, 0 when none.
+
+Each troubled partition is put down to a *cause broker* (``cause_broker``): the broker whose absence explains
+it, from the ISR events (:meth:`~spark_jobs.isr_ledger.IsrLedger.culprit`); the topic's series are split by
+it ("" when the events do not say), so that the pages of one broken broker travel together.
 
 Brokers: a broker is up while the newest metadata scrape lists it (``kafka_broker_registered``: the cluster's
 own word), or, for a cluster without recent metadata (no Admin API access), while it reported a broker gauge
 within ``stale_after_s`` of the cluster's newest observation: a broker whose JMX scrape fails is not down for
-that. A dedicated KRaft controller (controller gauges, never listed) is no broker: it counts for the
+that. Whether a broker that left asked to (a controlled shutdown: a planned restart) comes from the
+controllers' ``ControlledShutdownBrokerCount`` (:mod:`spark_jobs.maintenance`); a planned restart is
+*maintenance* until the broker is back in every ISR it left, for at most ``maintenance_grace_s``.
+A dedicated KRaft controller (controller gauges, never listed) is no broker: it counts for the
 controller while its gauges are recent. Its out-of-ISR count is the partitions whose ISR it was seen leaving
 (ISR change events) and has not rejoined. Active controllers: the ``ActiveControllerCount`` gauges of the live
 brokers that reported within ``stale_after_s`` (a broker's 1 read before another broker's first 1 is a
 handover its next scrape will show, not a second controller; a sum of 0 counts only once every live broker was
 read after the last controller stopped: its gauge read 0, or the metadata no longer listed it), or, without
 any, the last ``controller_change`` event (1 unless it names no controller); with neither the count is unknown
-and not exported (not 0). Unclean elections: the larger of two counts of the same thing — increments of the
-active controller's ``UncleanLeaderElections`` counter (a reset counts from 0) and ISR events whose new leader
-was not in the ISR before — so a cluster seen both ways is not counted twice. Only the counter of a broker
-whose ``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
+and not exported (not 0).
+
+Unclean elections: Kafka's own count wherever a controller serves it — the increments of the active
+controller's ``UncleanLeaderElections`` counter (a reset counts from 0). Only the counter of a broker whose
+``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
 metadata log and counts every election, so adding the standbys' counters would count each election once per
-controller; in ZooKeeper mode only the active controller's counter moves anyway. ISR changes are counted per
-topic and kind once each (``spark_jobs.isr_ledger``), whichever sources report them.
+controller. A cluster whose controllers are not scraped gets the count from the ISR events instead, and only
+what they prove: a new leader outside the ISR before it, left alone in the ISR (an unclean election makes
+the elected replica the whole ISR). A clean election the metadata scrapes half missed (the preferred leader
+rejoined and was elected between two scrapes) is no unclean election, and neither is an election from the
+eligible leader replicas of KIP-966 that the events cannot tell from one, which Kafka may count.
+ISR changes are counted per topic and kind once each (``spark_jobs.isr_ledger``), whichever sources report
+them.
 """
 
 from __future__ import annotations
@@ -42,6 +60,7 @@ from common import names
 from common.contract import ISR_CHANGE_KINDS
 from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
 from spark_jobs.isr_ledger import IsrLedger
+from spark_jobs.maintenance import Departures
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +72,11 @@ PARTITION_FIELDS = {  # partition-state sample -> the _Partition field it sets
 }
 BROKER_INPUTS = (
     names.PARTITION_COUNT, names.ACTIVE_CONTROLLER, names.UNCLEAN_ELECTIONS, names.BROKER_REGISTERED,
+    names.CONTROLLED_SHUTDOWN_BROKERS,
 )  # fmt: skip
 EVENTS = ("isr_change", "controller_change")
-STATES = ("under_replicated", "under_min_isr", "offline")
+CAUSED = ("under_replicated", "under_min_isr", "offline", "shrunk_to_min_isr")  # put down to a cause broker
+STATES = (*CAUSED, "reassigning")
 DEFAULT_MIN_ISR = 1  # min.insync.replicas when the topic's value was not reported
 
 HISTORY_SCHEMA = pa.schema(
@@ -69,8 +90,11 @@ HISTORY_SCHEMA = pa.schema(
         *((state, pa.int64()) for state in STATES),  # 0/1 for a partition, counts for a topic
         *((f"{state}_s", pa.float64()) for state in STATES),
         ("replication_factor", pa.int64()),
+        ("cause_broker", pa.string()),  # a partition's: the broker whose absence explains its state
         ("out_of_isr", pa.int64()),
         ("up", pa.bool_()),
+        ("maintenance", pa.int64()),  # a broker's: 0 none, 1 planned restart, 2 overdue
+        ("maintenance_s", pa.float64()),
         ("active_controllers", pa.int64()),
         ("unclean_elections", pa.int64()),
     ]
@@ -88,6 +112,7 @@ class _Partition:
     isr: int | None = None
     leader: int | None = None
     preferred: int | None = None  # the first assigned replica
+    in_sync_size: int | None = None  # its replica count when last seen in sync
     since: dict[str, float] = field(default_factory=dict)  # state -> first scrape that saw it
 
 
@@ -109,6 +134,7 @@ class _Cluster:
     unclean_from_counters: int = 0
     unclean_from_events: int = 0
     isr_changes: Counter = field(default_factory=Counter)  # (topic, change) -> events
+    departures: Departures = field(default_factory=Departures)  # brokers away, planned or not
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(_Cluster().__dict__ | state)  # state stored before a field was added
@@ -130,12 +156,15 @@ class ReplicationAnalysis:
     table = "replication"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset((*PARTITION_FIELDS, names.TOPIC_MIN_ISR, *BROKER_INPUTS, *EVENTS))
-    settings = ("stale_after_s", "forget_after_s")  # from the scrape intervals
+    settings = ("stale_after_s", "forget_after_s", "maintenance_grace_s")  # scrape intervals, alerts
     chunked = frozenset(PARTITION_FIELDS)  # a sample each per partition and scrape
 
-    def __init__(self, stale_after_s: float = 45.0, forget_after_s: float = 90.0):
+    def __init__(
+        self, stale_after_s: float = 45.0, forget_after_s: float = 90.0, maintenance_grace_s: float = 600.0
+    ):
         self.stale_after_s = stale_after_s
         self.forget_after_s = forget_after_s
+        self.maintenance_grace_s = maintenance_grace_s
         self.clusters: dict[str, _Cluster] = defaultdict(_Cluster)
         self.partitions: dict[tuple[str, str, str], _Partition] = {}
         self.min_isr: dict[tuple[str, str], int] = {}
@@ -161,6 +190,7 @@ class ReplicationAnalysis:
             for cluster in self.clusters.values():
                 if cluster.registered_s == t_s:
                     _controllers_gone(cluster, t_s)
+                    cluster.departures.listing(t_s, cluster.registered)
         if self.skipped > skipped:
             log.warning("replication: skipped %d malformed observations", self.skipped - skipped)
 
@@ -206,7 +236,9 @@ class ReplicationAnalysis:
             cluster.registered_s = max(cluster.registered_s, t_s)
             return
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
-        if o.name == names.ACTIVE_CONTROLLER:
+        if o.name == names.CONTROLLED_SHUTDOWN_BROKERS:
+            cluster.departures.reading(t_s, o.value)
+        elif o.name == names.ACTIVE_CONTROLLER:
             if t_s >= cluster.controller_read_s.get(broker, -math.inf):  # a late scrape is not newer
                 if o.value >= 1 > cluster.controller_gauge.get(broker, 0):
                     cluster.controller_since_s[broker] = t_s
@@ -235,24 +267,31 @@ class ReplicationAnalysis:
         if transition is not None:
             cluster.isr_brokers |= {str(b) for b in transition.isr | transition.left}
             cluster.isr_changes[transition.topic, transition.change] += 1
-            cluster.unclean_from_events += transition.unclean
+            cluster.unclean_from_events += transition.unclean and transition.isr == {transition.leader}
 
     def _settle(self, key: tuple[str, str, str], t_s: float) -> None:
         p = self.partitions[key]
         min_isr = self.min_isr.get(key[:2], DEFAULT_MIN_ISR)
         known = p.isr is not None
+        short = known and p.replicas is not None and p.isr < p.replicas
+        if known and p.replicas is not None and not short:
+            p.in_sync_size = p.replicas
+            self.ledger.fully_replicated(*key)
+        adding = short and p.in_sync_size is not None and p.replicas > p.in_sync_size
+        reassigning = adding and self.ledger.culprit(*key, offline=False) is None
+        under_replicated = short and not reassigning
         flags = {
-            "under_replicated": known and p.replicas is not None and p.isr < p.replicas,
+            "under_replicated": under_replicated,
             "under_min_isr": known and p.isr < min_isr,
             "offline": p.leader is not None and p.leader < 0,
+            "shrunk_to_min_isr": under_replicated and p.isr == min_isr,
+            "reassigning": reassigning,
         }
         for state, on in flags.items():
             if on:
                 p.since.setdefault(state, t_s)
             else:
                 p.since.pop(state, None)
-        if known and p.replicas is not None and p.isr >= p.replicas:
-            self.ledger.fully_replicated(*key)
 
     def evaluate(self) -> Evaluation:
         self._forget_deleted_partitions()
@@ -282,21 +321,33 @@ class ReplicationAnalysis:
         for state in STATES:
             starts = [p.since[state] for _, p in parts if state in p.since]
             row[state], row[f"{state}_s"] = len(starts), max((now - s for s in starts), default=0.0)
+        by_cause: dict[tuple[str, str], list[float]] = defaultdict(list)  # (state, cause) -> starts
         for partition, p in parts:
             out += _partition_series((name, topic, partition), p)
-            if p.since:
-                rows.append(
-                    _row(name, now, "partition", topic=topic, partition=partition)
-                    | {s: int(s in p.since) for s in STATES}
-                    | {f"{s}_s": now - p.since[s] if s in p.since else 0.0 for s in STATES}
-                    | {"replication_factor": p.replicas}
-                )
+            if not p.since:
+                continue
+            culprit = self.ledger.culprit(name, topic, partition, offline="offline" in p.since)
+            cause = "" if culprit is None else str(culprit)
+            for state in CAUSED:
+                if state in p.since:
+                    by_cause[state, cause].append(p.since[state])
+            rows.append(
+                _row(name, now, "partition", topic=topic, partition=partition)
+                | {s: int(s in p.since) for s in STATES}
+                | {f"{s}_s": now - p.since[s] if s in p.since else 0.0 for s in STATES}
+                | {"replication_factor": p.replicas, "cause_broker": cause or None}
+            )
         replicas = [p.replicas for _, p in parts if p.replicas is not None]
         row["replication_factor"] = min(replicas, default=None)
         if parts:
-            for state in STATES:
-                out.append(Derived(f"kobs_topic_{state}_partitions", labels, row[state]))
-                out.append(Derived(f"kobs_topic_{state}_seconds", labels, row[f"{state}_s"]))
+            for state in CAUSED:
+                causes = sorted({c for s, c in by_cause if s == state} | {""})
+                for cause in causes:  # the "" series always, 0 when every partition is fine
+                    starts = by_cause.get((state, cause), [])
+                    since = max((now - s for s in starts), default=0.0)
+                    out.append(Derived(f"kobs_topic_{state}_partitions", (*labels, cause), len(starts)))
+                    out.append(Derived(f"kobs_topic_{state}_seconds", (*labels, cause), since))
+            out.append(Derived("kobs_topic_reassigning_partitions", labels, row["reassigning"]))
         if replicas:
             out.append(Derived("kobs_topic_replication_factor", labels, row["replication_factor"]))
         for change in sorted(ISR_CHANGE_KINDS):
@@ -307,6 +358,8 @@ class ReplicationAnalysis:
     def _brokers(self, name: str, cluster: _Cluster, out: list) -> list[dict[str, Any]]:
         out_of_isr = Counter(str(broker) for c, broker, _, _ in self.ledger.out_of_isr() if c == name)
         leads, imbalance = self._leadership(name)
+        cluster.departures.classify()
+        cluster.departures.settle(catching_up=set(out_of_isr))
         rows = []
         known = set(cluster.broker_seen_s) | set(cluster.registered)
         if self._listing(cluster):  # a dedicated controller is no broker: the broker list never names it
@@ -319,6 +372,10 @@ class ReplicationAnalysis:
             if broker in known:
                 row["up"] = self._up(cluster, broker)
                 out.append(Derived("kobs_broker_up", labels, float(row["up"])))
+                state = cluster.departures.state(broker, cluster.now_s, self.maintenance_grace_s)
+                row["maintenance"], row["maintenance_s"] = state
+                out.append(Derived("kobs_broker_maintenance", labels, state[0]))
+                out.append(Derived("kobs_broker_maintenance_seconds", labels, state[1]))
             out.append(Derived("kobs_broker_leader_partitions", labels, leads[broker]))
             if broker in imbalance:
                 out.append(Derived("kobs_broker_leader_imbalance_ratio", labels, imbalance[broker]))
@@ -362,8 +419,10 @@ class ReplicationAnalysis:
         row["active_controllers"] = self._active_controllers(cluster)
         if row["active_controllers"] is not None:
             out.append(Derived("kobs_cluster_active_controllers", (name,), row["active_controllers"]))
-        row["unclean_elections"] = max(cluster.unclean_from_counters, cluster.unclean_from_events)
-        out.append(Derived("kobs_unclean_leader_elections_total", (name,), row["unclean_elections"]))
+        counted = cluster.unclean_from_counters if cluster.unclean_counters else cluster.unclean_from_events
+        row["unclean_elections"] = counted  # Kafka's own count when a controller serves it
+        out.append(Derived("kobs_unclean_leader_elections_total", (name,), counted))
+        out.append(Derived("kobs_maintenance_grace_seconds", (name,), self.maintenance_grace_s))
         return row
 
     def _active_controllers(self, cluster: _Cluster) -> int | None:

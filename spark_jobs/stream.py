@@ -88,7 +88,11 @@ def analyses(config: Config) -> list[Analysis]:
     flapping, intervals = config.analytics.flapping, config.intervals
     return [
         LagAnalysis(),
-        ReplicationAnalysis(stale_after_s=3 * intervals.metrics_s, forget_after_s=3 * intervals.metadata_s),
+        ReplicationAnalysis(
+            stale_after_s=3 * intervals.metrics_s,
+            forget_after_s=3 * intervals.metadata_s,
+            maintenance_grace_s=config.alerts.maintenance_grace_s,
+        ),
         FlappingAnalysis(flapping.flaps, flapping.window_s, flapping.clear_after_s),
         ThroughputAnalysis({c.name: c.broker_disk_bytes for c in config.clusters if c.broker_disk_bytes}),
         ProducerAnalysis(

@@ -29,6 +29,7 @@ LABEL_VALUES = {
     "state": "stable",
     "host": "/127.0.0.1",
     "request": "Produce",
+    "cause_broker": "",  # the series of trouble no broker explains, always there
 }
 
 # A healthy cluster: no alert rule may fire on these values.
@@ -36,6 +37,7 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_consumergroup_critical": 1,
     "kobs_topic_replication_factor": 3,
     "kobs_broker_up": 1,
+    "kobs_maintenance_grace_seconds": 600,
     "kobs_partition_replicas": 3,
     "kobs_partition_in_sync_replicas": 3,
     "kobs_partition_leader": 1,

@@ -131,13 +131,13 @@ def test_every_stat_panel_is_coloured_where_its_alert_fires(boards):
         assert "green" in colours and colours & {"orange", "red"}, f"{title}: thresholds {colours}"
         assert panel["options"]["colorMode"] == "background", title
     # known answers from the rules: > 0 pages, exactly one controller, WARN a ticket and ERR a page,
-    # a correlation under -0.7 a ticket, over 15 s under-replicated pages
-    assert [_colour(stats["Offline partitions"], x) for x in (0, 1, 7)] == ["green", "red", "red"]
+    # a correlation under -0.7 a ticket, over 60 s under-replicated a ticket
+    assert [_colour(stats["Partitions offline"], x) for x in (0, 1, 7)] == ["green", "red", "red"]
     assert [_colour(stats["Active controllers"], x) for x in (0, 1, 2)] == ["red", "green", "red"]
     assert [_colour(stats["Worst group status"], x) for x in (0, 1, 2)] == ["green", "orange", "red"]
     correlation = stats["Throughput vs stored data correlation (6 h)"]
     assert [_colour(correlation, x) for x in (-0.9, 0.2)] == ["orange", "green"]
-    assert [_colour(stats["Longest under-replicated"], x) for x in (15, 16)] == ["green", "red"]
+    assert [_colour(stats["Longest under-replicated"], x) for x in (60, 61)] == ["green", "orange"]
     assert [_colour(stats["Blocked producers"], x) for x in (0, 2)] == ["green", "red"]
 
 

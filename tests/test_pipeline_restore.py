@@ -101,6 +101,7 @@ CHANGED = Config.model_validate(
         ],
         "intervals": {"metrics_s": 30, "metadata_s": 60, "producers_s": 20},
         "analytics": {"flapping": {"flaps": 5, "window_s": 300, "clear_after_s": 1200}},
+        "alerts": {"maintenance_grace_s": 900},
     }
 )
 

@@ -48,13 +48,19 @@ def metrics(analysis: ReplicationAnalysis) -> dict:
     return {(name, labels): value for name, labels, value in analysis.evaluate().metrics}
 
 
+def by_cause(analysis, name, topic="orders", cluster="c") -> dict[str, float]:
+    """A topic series per cause broker ("" when unknown)."""
+    series = metrics(analysis).items()
+    return {labels[2]: v for (n, labels), v in series if n == name and labels[:2] == (cluster, topic)}
+
+
 def topic_state(analysis, topic="orders", cluster="c") -> tuple:
-    m = metrics(analysis)
-    return tuple(
-        m[f"kobs_topic_{state}_{unit}", (cluster, topic)]
-        for state in ("under_replicated", "under_min_isr", "offline")
-        for unit in ("partitions", "seconds")
-    )
+    """Partitions (summed over causes) and longest seconds (over causes) per state."""
+    out = []
+    for state in ("under_replicated", "under_min_isr", "offline"):
+        out.append(sum(by_cause(analysis, f"kobs_topic_{state}_partitions", topic, cluster).values()))
+        out.append(max(by_cause(analysis, f"kobs_topic_{state}_seconds", topic, cluster).values()))
+    return tuple(out)
 
 
 HEALTHY = {0: (3, 3, 1), 1: (3, 3, 2), 2: (3, 3, 0)}
@@ -345,9 +351,9 @@ def test_a_deleted_topic_is_forgotten():
     analysis.observe([*metadata(0, "old", {0: (3, 2, 1)}), *metadata(0, "orders", HEALTHY)])
     for t_s in (30, 60, 90):
         analysis.observe(metadata(t_s, "orders", HEALTHY))
-    assert ("kobs_topic_under_replicated_partitions", ("c", "old")) in metrics(analysis)
+    assert ("kobs_topic_under_replicated_partitions", ("c", "old", "")) in metrics(analysis)
     analysis.observe(metadata(120, "orders", HEALTHY))
-    assert ("kobs_topic_under_replicated_partitions", ("c", "old")) not in metrics(analysis)
+    assert ("kobs_topic_under_replicated_partitions", ("c", "old", "")) not in metrics(analysis)
 
 
 def test_scenario_c_slow_follower_under_replicated_from_lag_time_until_caught_up():

@@ -19,10 +19,22 @@ def _of(alert: str) -> list[tuple[str, str, float]]:
 
 
 def test_a_plain_comparison_is_its_rules_line():
-    assert _of("KafkaUnderReplicatedPartitions") == [("kobs_topic_under_replicated_seconds", ">", 15.0)]
+    assert _of("KafkaUnderReplicatedPartitions") == [("kobs_topic_under_replicated_seconds", ">", 60.0)]
     assert _of("KafkaThroughputDegradingWithStoredData") == [
         ("kobs_cluster_throughput_stored_correlation", "<", -0.7)
     ]
+
+
+def test_an_unless_arm_vetoes_and_draws_no_line():
+    """A broker in a planned restart (kobs_broker_maintenance == 1) does not page as down: that 1 is no line
+    on the maintenance metric; nor is a veto inside brackets, before an ``or`` arm."""
+    assert _of("KafkaBrokerDown") == [("kobs_broker_up", "<", 1.0)]
+    assert _of("KafkaActiveControllerCount") == [
+        ("kobs_cluster_active_controllers", "!=", 1.0),
+        ("kafka_controller_kafkacontroller_activecontrollercount", "!=", 1.0),
+    ]
+    rule = {"alert": "A", "expr": "(max by (c) (x) > 1 unless max by (c) (y) == 1) or max by (c) (z) < 2"}
+    assert [(line.metric, line.op) for line in lines([rule])] == [("x", ">"), ("z", "<")]
 
 
 def test_each_metric_of_a_rule_has_a_line_and_a_hysteresis_arm_is_not_one():
