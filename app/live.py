@@ -26,12 +26,35 @@ STATUS_COLOURS = GROUP_STATUS_COLOURS | {
 }  # fmt: skip
 AT_RISK_S = shipped_line("KafkaProducerAtRisk", "kobs_producer_time_to_block_seconds").value  # 5 minutes
 RUNWAY_LOW_DAYS = shipped_line("KafkaDiskRunwayLow", "kobs_broker_disk_runway_days").value  # 7 days
-# Partition states timed per topic, for the header's "since when": words -> seconds in that state.
+# Partition states timed per topic, for the header's "since when": words -> query of the topics in that state
+# and for how long. A topic has one series per cause broker: its time is the longest of them.
 TIMED_STATES = {
-    "offline": "kobs_topic_offline_seconds",
-    "under min ISR": "kobs_topic_under_min_isr_seconds",
-    "under-replicated": "kobs_topic_under_replicated_seconds",
+    "offline": "max by (cluster, topic) (kobs_topic_offline_seconds) > 0",
+    "under min ISR": "max by (cluster, topic) (kobs_topic_under_min_isr_seconds) > 0",
+    "under-replicated": "max by (cluster, topic) (kobs_topic_under_replicated_seconds) > 0",
 }
+# The partitions-per-topic table: column -> instant query by (cluster, topic). The replication states have
+# one series per cause broker (docs/metrics.md): a topic's count is their sum.
+TOPIC_QUERIES = {
+    "offline": "sum by (cluster, topic) (kobs_topic_offline_partitions)",
+    "under min ISR": "sum by (cluster, topic) (kobs_topic_under_min_isr_partitions)",
+    "one replica from min ISR": "sum by (cluster, topic) (kobs_topic_shrunk_to_min_isr_partitions)",
+    "under-replicated": "sum by (cluster, topic) (kobs_topic_under_replicated_partitions)",
+    "reassigning": "sum by (cluster, topic) (kobs_topic_reassigning_partitions)",
+    "replication factor": "min by (cluster, topic) (kobs_topic_replication_factor)",
+}
+# Columns of the table that are no trouble: a reassignment adding replicas leaves every partition in sync.
+NOT_TROUBLE = ("reassigning", "replication factor")
+# A broker's planned restart (spark_jobs/maintenance.py) and what the on-call asks of it: column -> instant
+# query by (cluster, broker).
+RESTART_QUERIES = {
+    "maintenance": "max by (cluster, broker) (kobs_broker_maintenance)",
+    "seconds": "max by (cluster, broker) (kobs_broker_maintenance_seconds)",
+    "up": "min by (cluster, broker) (kobs_broker_up)",
+    "out of ISR": "max by (cluster, broker) (kobs_broker_out_of_isr_partitions)",
+    "leads": "max by (cluster, broker) (kobs_broker_leader_partitions)",
+}
+PLANNED, OVERDUE = 1, 2  # kobs_broker_maintenance: in a planned restart, and past its grace (it pages)
 EXPORTER_JOB = "kobs-exporter"
 # Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
 THROUGHPUT_TABLE = "throughput"
@@ -171,7 +194,7 @@ def whole_numbers(table: pd.DataFrame) -> pd.DataFrame:
 def topic_health(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per-topic replication table (one column per metric), topics in trouble first."""
     table = wide(frames, ["cluster", "topic"]).fillna(0)
-    trouble = [c for c in table.columns if c not in ("cluster", "topic", "replication factor")]
+    trouble = [c for c in table.columns if c not in ("cluster", "topic", *NOT_TROUBLE)]
     table["healthy"] = (table[trouble] == 0).all(axis=1)
     return table.sort_values(["healthy", "cluster", "topic"]).reset_index(drop=True)
 
@@ -291,13 +314,52 @@ def firing_lines(alerts: Sequence[Firing], now_s: float) -> list[tuple[str, str]
     ]
 
 
+def planned_restarts(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The brokers in a planned restart (``kobs_broker_maintenance`` at least PLANNED), one row each with the
+    columns of RESTART_QUERIES (NaN where unknown): overdue first, then the longest away."""
+    table = wide(frames, ["cluster", "broker"]).reindex(columns=["cluster", "broker", *RESTART_QUERIES])
+    table = table[table["maintenance"] >= PLANNED]
+    return table.sort_values(["maintenance", "seconds"], ascending=False).reset_index(drop=True)
+
+
+def unplanned_down(up: pd.DataFrame, restarts: pd.DataFrame) -> pd.DataFrame:
+    """The ``kobs_broker_up`` rows of brokers down outside a planned restart (rows of planned_restarts):
+    outages, which page at once."""
+    planned = pd.MultiIndex.from_frame(restarts[["cluster", "broker"]])
+    return up[(up["value"] < 1) & ~pd.MultiIndex.from_frame(up[["cluster", "broker"]]).isin(planned)]
+
+
+def _count(n: float, noun: str) -> str:
+    """``n`` things in words: ``1 partition``, ``12 partitions``, ``? partitions`` when unknown."""
+    return f"? {noun}s" if pd.isna(n) else f"{n:.0f} {noun}{'' if n == 1 else 's'}"
+
+
+def restart_lines(restarts: pd.DataFrame) -> list[tuple[str, str]]:
+    """(level, sentence) per broker in a planned restart (rows of planned_restarts): while away, how long and
+    how many partitions it still leads; once back, how many ISRs it has yet to rejoin. Level is error when
+    overdue (past alerts.maintenance_grace_s: it pages), else warning."""
+    lines = []
+    for r in restarts.to_dict("records"):
+        overdue = r["maintenance"] >= OVERDUE
+        what = f"{r['cluster']} broker {r['broker']}: planned restart{' overdue' if overdue else ''}"
+        since = duration_text(r["seconds"])
+        if r["up"] >= 1:
+            state = f"back, catching up: out of {_count(r['out of ISR'], 'ISR')}, {since} since it left"
+        else:
+            state = f"away {since}, leads {_count(r['leads'], 'partition')}"
+        lines.append(("error" if overdue else "warning", f"{what}, {state}"))
+    return lines
+
+
 def unhealthy_sentence(
-    timed: Mapping[str, pd.DataFrame], brokers: pd.DataFrame, blocked: pd.DataFrame
+    timed: Mapping[str, pd.DataFrame], brokers: pd.DataFrame, blocked: pd.DataFrame, restarts: pd.DataFrame
 ) -> tuple[str, str]:
-    """(level, sentence) of what is unhealthy now, longest first: each topic's partition states with the time
-    in them (frames of TIMED_STATES, by its words), brokers down (of all ``kobs_broker_up``) and blocked
-    producers. Level is error, success, or info when no broker series exists: the pipeline has not reported,
-    and health is unknown, not good."""
+    """(level, sentence) of what is unhealthy now: each topic's partition states with the time in them (frames
+    of TIMED_STATES, by its words), longest first; brokers down outside a planned restart (of all
+    ``kobs_broker_up``); blocked producers; then the brokers in a planned restart (rows of planned_restarts),
+    never called down. Level is error; warning when all there is is planned restarts within their grace;
+    success; or info when no broker series exists: the pipeline has not reported, and health is unknown, not
+    good."""
     if brokers.empty:
         return "info", "Health unknown: no kobs_broker_up from Prometheus yet."
     rows = [
@@ -308,18 +370,35 @@ def unhealthy_sentence(
     ]
     said = [text for _, text in sorted(rows, key=lambda row: -row[0])]
     said += [
-        f"{r['cluster']} broker {r['broker']} down" for r in brokers.to_dict("records") if r["value"] < 1
+        f"{r['cluster']} broker {r['broker']} down"
+        for r in unplanned_down(brokers, restarts).to_dict("records")
     ]
     said += [f"{r['cluster']}/{r['client_id']} blocked in send()" for r in blocked.to_dict("records")]
-    return ("error", "Unhealthy now: " + "; ".join(said)) if said else ("success", "Nothing unhealthy now.")
+    planned = [
+        f"{r['cluster']} broker {r['broker']} in a planned restart for {duration_text(r['seconds'])}"
+        + (", overdue" if r["maintenance"] >= OVERDUE else "")
+        for r in restarts.to_dict("records")
+    ]
+    if not said and not planned:
+        return "success", "Nothing unhealthy now."
+    level = "error" if said or (restarts["maintenance"] >= OVERDUE).any() else "warning"
+    return level, "Unhealthy now: " + "; ".join(said + planned)
 
 
 # What the incident timeline draws: query over the window, when a sample is trouble, how to name the series.
+# A broker down during its planned restart (within its grace) is that restart, not an outage: "broker down"
+# leaves those out.
 INCIDENT_QUERIES = {
     "broker down": (
-        "min by (cluster, broker) (kobs_broker_up)",
+        "min by (cluster, broker) (kobs_broker_up)"
+        " unless on (cluster, broker) (kobs_broker_maintenance == 1)",
         lambda v: v < 1,
         "{cluster} broker {broker} down",
+    ),
+    "planned restart": (
+        "max by (cluster, broker) (kobs_broker_maintenance)",
+        lambda v: v >= PLANNED,
+        "{cluster} broker {broker} planned restart",
     ),
     "offline": (
         "sum by (cluster, topic) (kobs_topic_offline_partitions)",
@@ -336,6 +415,15 @@ INCIDENT_QUERIES = {
         lambda v: v > 0,
         "{cluster}/{client_id} blocked",
     ),
+}
+# Each kind's colour on the timeline: outages red, under-replication orange, planned restarts blue (as the
+# dashboards colour a planned restart).
+INCIDENT_COLOURS = {
+    "broker down": "#d62728",
+    "planned restart": "#1f77b4",
+    "offline": "#d62728",
+    "under-replicated": "#ff7f0e",
+    "producer blocked": "#d62728",
 }
 
 

@@ -66,13 +66,22 @@ def header(config: Config, prom: PrometheusClient) -> None:
                 if not alerts:
                     st.success("No alerts firing.")
         try:
-            timed = {words: prom.instant(f"{metric} > 0") for words, metric in live.TIMED_STATES.items()}
-            brokers, blocked = prom.instant("kobs_broker_up"), prom.instant("kobs_producer_blocked > 0")
+            timed = {words: prom.instant(query) for words, query in live.TIMED_STATES.items()}
+            brokers = prom.instant("kobs_broker_up")
+            # a producer's series carries its cause broker, which may change: one row per producer
+            blocked = prom.instant("max by (cluster, client_id) (kobs_producer_blocked) > 0")
+            restarts = planned_restarts(prom)
         except PrometheusUnavailable:  # the page below says so in one line
             st.caption("Health unknown: Prometheus is not answering.")
         else:
-            level, sentence = live.unhealthy_sentence(timed, brokers, blocked)
-            {"error": st.error, "success": st.success, "info": st.info}[level](sentence)
+            level, sentence = live.unhealthy_sentence(timed, brokers, blocked, restarts)
+            show = {"error": st.error, "warning": st.warning, "success": st.success, "info": st.info}[level]
+            show(sentence)
+
+
+def planned_restarts(prom: PrometheusClient) -> pd.DataFrame:
+    """The brokers in a planned restart now (``live.planned_restarts``)."""
+    return live.planned_restarts({name: prom.instant(query) for name, query in live.RESTART_QUERIES.items()})
 
 
 def instant(prom: PrometheusClient, config: Config, expr: str, metric: str) -> pd.DataFrame | None:

@@ -42,13 +42,30 @@ def partition_states(metadata: Mapping[str, TopicMetadata]) -> dict[PartitionKey
     }
 
 
-def min_isr_samples(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> list[Sample]:
-    """``min.insync.replicas`` per topic, from ``describe_configs`` results keyed by topic name."""
-    return [
-        Sample(names.TOPIC_MIN_ISR, {"topic": topic}, int(config[MIN_ISR].value))
+def request_topic_configs(
+    admin: AdminClient, topics: list[str], timeout_s: float
+) -> dict[ConfigResource, Future]:
+    """``describe_configs`` of ``topics``, one request per ``CONFIGS_CHUNK`` of them, all sent at once."""
+    futures = {}
+    for start in range(0, len(topics), CONFIGS_CHUNK):
+        chunk = [ConfigResource(ResourceType.TOPIC, t) for t in topics[start : start + CONFIGS_CHUNK]]
+        futures.update(admin.describe_configs(chunk, request_timeout=timeout_s))
+    return futures
+
+
+def min_isr(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> dict[str, int]:
+    """``min.insync.replicas`` per topic (its own or the broker default), from ``describe_configs`` results
+    keyed by topic name; a topic whose config does not list it is left out."""
+    return {
+        topic: int(config[MIN_ISR].value)
         for topic, config in sorted(configs.items())
         if MIN_ISR in config and config[MIN_ISR].value is not None
-    ]
+    }
+
+
+def min_isr_samples(configs: Mapping[str, Mapping[str, ConfigEntry]]) -> list[Sample]:
+    """:func:`min_isr` as samples."""
+    return [Sample(names.TOPIC_MIN_ISR, {"topic": topic}, value) for topic, value in min_isr(configs).items()]
 
 
 class MetadataSource:
@@ -76,7 +93,7 @@ class MetadataSource:
             metadata, brokers = cluster_view(self._admin, self.timeout_s)
         except Exception as exc:
             return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
-        configs = self._request_configs(sorted(metadata))  # answered while the samples are built
+        configs = request_topic_configs(self._admin, sorted(metadata), self.timeout_s)  # answered meanwhile
         failed = {name for name, t in metadata.items() if t.error is not None}
         errors += [f"metadata: topic {name}: {metadata[name].error}" for name in sorted(failed)]
         samples = [Sample(names.BROKER_REGISTERED, {"broker": str(b)}, 1) for b in sorted(brokers)]
@@ -90,10 +107,3 @@ class MetadataSource:
         described = wait_all(configs, deadline, "describe_configs", errors)
         samples += min_isr_samples({resource.name: config for resource, config in described.items()})
         return Scrape(Batch(self.cluster.name, SOURCE, ts, tuple(samples), tuple(events)), errors)
-
-    def _request_configs(self, topics: list[str]) -> dict[ConfigResource, Future]:
-        futures = {}
-        for start in range(0, len(topics), CONFIGS_CHUNK):
-            chunk = [ConfigResource(ResourceType.TOPIC, t) for t in topics[start : start + CONFIGS_CHUNK]]
-            futures.update(self._admin.describe_configs(chunk, request_timeout=self.timeout_s))
-        return futures

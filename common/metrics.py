@@ -332,13 +332,13 @@ DERIVED_METRICS: tuple[Metric, ...] = (
     _m(
         "kobs_producer_blocked",
         "gauge",
-        "cluster client_id",
+        "cluster client_id cause_broker",
         "1 while the producer's send() blocks (buffer exhausted or waiting threads), else 0.",
     ),
     _m(
         "kobs_producer_time_to_block_seconds",
         "gauge",
-        "cluster client_id",
+        "cluster client_id cause_broker",
         "Estimated seconds until the producer's buffer is full at its current fill rate; +Inf when draining.",
     ),
     _m(

@@ -52,9 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a real 3-broker Kafka cluster with Kafka Observatory watching it, and play incidents",
         description="Start on 127.0.0.1 a real Apache Kafka cluster (3 KRaft brokers) with real traffic, a "
         "simulated fleet beside it, Prometheus, Alertmanager and Kafka Observatory (collect, stream, app); "
-        "print what runs where; play the incidents on the real cluster (a broker of a replication-factor-1 "
-        "topic dies and a producer blocks; a follower hangs and partitions are under-replicated), each "
-        "step and page printed as it happens; run until Ctrl-C, then stop everything.",
+        "print what runs where; play planned work and incidents on the real cluster (a rolling restart, "
+        "which pages nothing for replication risk; a broker of a replication-factor-1 topic dies and a "
+        "producer blocks; a follower hangs), each step and page printed as it happens; run until Ctrl-C, "
+        "then stop everything.",
     )
     demo.add_argument(
         "--run-dir",
@@ -66,9 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--incidents",
-        choices=("on", "off"),
-        default="on",
-        help="play the incidents (default), or leave the cluster quiet to explore or break yourself",
+        type=_incident_names,
+        default="all",
+        metavar="NAMES",
+        help="what to play, in this order: all (default), none (leave the cluster quiet to explore or break "
+        "yourself), or a comma-separated list of rolling-restart, broker-crash, follower-hang",
     )
     demo.add_argument(
         "--fleet",
@@ -87,19 +90,62 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--config", type=Path, help=CONFIG_HELP)
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
     collect.set_defaults(run=_collect)
+    _add_maintenance(commands)
     for module in SUBCOMMAND_MODULES:
         module.add_parser(commands)
     return parser
 
 
+def _add_maintenance(commands: argparse._SubParsersAction) -> None:
+    maintenance = commands.add_parser(
+        "maintenance",
+        help="check what planned work on a broker would break, before doing it",
+        description="Planned maintenance of a cluster's brokers, checked against the live cluster.",
+    )
+    verbs = maintenance.add_subparsers(title="verbs", metavar="<verb>", required=True)
+    check = verbs.add_parser(
+        "check",
+        help="what a restart of broker ID would break on the live cluster",
+        description="Before a planned restart of broker ID, read the live cluster through the Admin API and "
+        "list what the restart would break while the broker is away, most severe first: partitions that go "
+        "offline (every in-sync replica on that broker: replication factor 1, or an ISR already shrunk to "
+        "it), the configured producers writing them (clusters[].producers[].topics), which block; "
+        "partitions that go under their topic's min.insync.replicas, which fail acks=all producers, and the "
+        "producers writing them; partitions left at min ISR, one more lost replica from failing; how many "
+        "partitions the broker leads (a controlled shutdown moves them first). A verdict line ends it. "
+        "Kafka's internal topics (__consumer_offsets, ...) are not checked.",
+        epilog="Exit status: 0 when no partition goes offline or under min ISR, 1 when some would, 2 when "
+        "the check cannot tell (unknown --cluster or --broker, a cluster without bootstrap_servers, Kafka "
+        "unreachable).",
+    )
+    check.add_argument("--config", type=Path, help=CONFIG_HELP)
+    check.add_argument("--cluster", required=True, metavar="NAME", help="the cluster: its clusters[].name")
+    check.add_argument("--broker", required=True, type=int, metavar="ID", help="the broker's id (node.id)")
+    check.add_argument("--json", action="store_true", help="print the findings as one JSON document")
+    check.set_defaults(run=_maintenance_check)
+
+
+def _incident_names(value: str) -> tuple[str, ...]:
+    """``all``, ``none`` or known incident names, comma-separated; ArgumentTypeError names the known ones."""
+    from kobs.incidents import NAMES
+
+    if value in ("all", "none"):
+        return NAMES if value == "all" else ()
+    names = tuple(name.strip() for name in value.split(","))
+    unknown = [name for name in names if name not in NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no incident {unknown[0]!r}: give all, none or of {', '.join(NAMES)}"
+        )
+    return names
+
+
 def _demo(args: argparse.Namespace) -> int:
     from kobs.demo import run_demo
 
+    incidents = _incident_names(args.incidents) if isinstance(args.incidents, str) else args.incidents
     return run_demo(
-        run_dir=args.run_dir,
-        duration_s=args.duration,
-        incidents=args.incidents == "on",
-        fleet=args.fleet == "on",
+        run_dir=args.run_dir, duration_s=args.duration, incidents=incidents, fleet=args.fleet == "on"
     )
 
 
@@ -107,6 +153,12 @@ def _collect(args: argparse.Namespace) -> int:
     from collectors.cli import run_collect
 
     return run_collect(load_config(args.config), once=args.once)
+
+
+def _maintenance_check(args: argparse.Namespace) -> int:
+    from kobs.maintenance_check import run_check
+
+    return run_check(load_config(args.config), args.cluster, args.broker, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from kobs.incidents import Player
+from kobs.incidents import INCIDENTS, NAMES, Player
 from peers.pager import Notification
 from peers.process import PeerError
 from peers.stack import EmbeddedStack
@@ -21,20 +21,24 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
 
 
 def describe_notification(notification: Notification) -> str:
-    """One line per alert of an Alertmanager notification, as a pager would show it."""
+    """The notification's headline (its incident), then one line per alert, as a pager would show them."""
     kind = notification.receiver.upper()
-    lines = []
+    lines = [f"{kind} {notification.payload['status']}: {notification.headline}"]
     for alert in notification.payload["alerts"]:
         labels = alert["labels"]
         where = " ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("alertname", "severity"))
         text = alert["annotations"].get("summary", "")
-        lines.append(f"{kind} {alert['status']}: {labels['alertname']} {{{where}}} {text}".rstrip())
+        lines.append(f"  {alert['status']}: {labels['alertname']} {{{where}}} {text}".rstrip())
     return "\n".join(lines)
 
 
 def run_demo(
-    run_dir: Path | None = None, duration_s: float | None = None, incidents: bool = True, fleet: bool = True
+    run_dir: Path | None = None,
+    duration_s: float | None = None,
+    incidents: tuple[str, ...] = NAMES,
+    fleet: bool = True,
 ) -> int:
+    """``incidents``: the names of :data:`kobs.incidents.INCIDENTS` to play, in that order."""
     run_dir = run_dir or Path("var") / f"demo-{datetime.now():%Y%m%d-%H%M%S}"
     if run_dir.is_dir() and any(run_dir.iterdir()):  # an earlier run's Kafka logs and znodes clash
         print(f"kobs demo: --run-dir {run_dir} is not empty (an earlier run's data?): give a new or empty "
@@ -54,7 +58,8 @@ def run_demo(
             print(f"  {what:<36} {where}", flush=True)
         print("\nPress Ctrl-C to stop.", flush=True)
         if incidents:
-            player = Player(stack, out=lambda line: print(line, flush=True))
+            chosen = tuple(next(i for i in INCIDENTS if i.name == name) for name in incidents)
+            player = Player(stack, out=lambda line: print(line, flush=True), incidents=chosen)
             playing = threading.Thread(target=player.play, name="incidents", daemon=True)
             playing.start()
         if stack.simulation:

@@ -1,15 +1,19 @@
-"""The demo's incidents, played for real on the real cluster, each step printed as it happens.
+"""The demo's planned work and incidents, played for real on the real cluster, each step printed as it comes.
 
-1. **A broker of a replication-factor-1 topic dies** (SIGKILL): its ``orders`` partitions have no other
-   replica, ``web-frontend``'s keyed records for them pile up in its buffer, ``send()`` blocks, and
-   KafkaProducerBlocked pages. The broker is restarted; the partitions return and the buffer drains.
-2. **A follower hangs** (SIGSTOP, as in a long GC pause or a stuck disk): the leaders drop it from their
-   ISRs after ``replica.lag.time.max.ms``, partitions are under-replicated, and
-   KafkaUnderReplicatedPartitions pages (or KafkaBrokerDown, which inhibits it, where that fires first).
-   SIGCONT: it catches up and the ISRs expand.
+- **rolling-restart**: the most common event of a Kafka team's week. Each node in turn is stopped with
+  SIGTERM (a controlled shutdown: it moves its leaders away first), waited for, started again, and waited
+  for until every ISR is full. Nothing pages for replication risk; the replication-factor-1 topic
+  ``orders`` goes offline while the node holding a partition of it is away, and that outage pages, naming
+  the planned restart (``kobs maintenance check`` says so before each restart).
+- **broker-crash**: a broker of ``orders`` dies (SIGKILL): its partitions have no other replica,
+  ``web-frontend``'s keyed records for them pile up in its buffer, ``send()`` blocks. One page names the
+  broker and lists the offline topic and the blocked producer. The broker is restarted; the partitions
+  return and the buffer drains (Kafka counts the return as an unclean election, KIP-966: that pages too).
+- **follower-hang**: a follower hangs (SIGSTOP, as in a long GC pause or a stuck disk): the controller
+  fences it, its partitions are under-replicated. One page names the broker. SIGCONT: it catches up.
 
-Each incident starts once the previous one's page resolved (or gave up waiting), and reports how long
-after its cause the page arrived at the pager, against the one-minute target.
+Each one starts once the pages of the one before have resolved (or the wait gave up), and reports every
+page notification it caused: how long after the cause, and which broker it names.
 """
 
 from __future__ import annotations
@@ -21,28 +25,40 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
+from kobs.maintenance_check import CheckError, impact_now
+from peers import kafka_tools
 from peers.pager import Notification
 from peers.stack import INCIDENT_TOPIC, PRODUCER, EmbeddedStack
 
 PAGE_TARGET_S = 60.0
 KILLED, PAUSED = 2, 3  # the broker each incident breaks
+QUIET_AFTER_S = 120.0  # how long after planned work ends a page still counts against it
+# Pages that tell of an event, firing for a fixed time after it, not of a state a repair ends.
+EVENT_PAGES = frozenset({"KafkaUncleanLeaderElection"})
 
 
 @dataclass(frozen=True)
 class Incident:
+    name: str  # for ``kobs demo --incidents``
     title: str
-    alert: str  # the page it must raise
-    begin: Callable[[EmbeddedStack], str]  # breaks something; returns what happened, for people
-    end: Callable[[EmbeddedStack], str]  # repairs it
+    broker: int | None  # the broker it breaks, whose id its page must name; None: planned work on every node
+    begin: Callable[[Player], str]  # breaks (or works); returns what happened, for people
+    end: Callable[[Player], str]  # repairs it ("" for planned work, which repairs itself)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    title: str
-    alert: str
-    cause_s: float  # time.time() of the break
-    paged_after_s: float | None  # None: no page within the wait
-    resolved_after_s: float | None  # after the repair
+    name: str
+    cause_s: float  # time.time() of the break (the first SIGTERM of planned work)
+    pages: tuple[Notification, ...]  # the firing page notifications from the cause until the end
+    resolved_after_s: float | None  # after the repair; None: not resolved within the wait
+
+    def paged_after_s(self) -> float | None:
+        return self.pages[0].received_s - self.cause_s if self.pages else None
+
+    def incidents(self) -> set[tuple[str, ...]]:
+        """The page groups (Alertmanager's group labels) notified: one per incident as the pager sees it."""
+        return {tuple(sorted(n.payload["groupLabels"].items())) for n in self.pages}
 
 
 def led_by(stack: EmbeddedStack, broker: int, topic: str) -> list[int]:
@@ -50,7 +66,41 @@ def led_by(stack: EmbeddedStack, broker: int, topic: str) -> list[int]:
     return sorted(p for p, m in metadata.topics[topic].partitions.items() if m.leader == broker)
 
 
-def kill_broker(stack: EmbeddedStack) -> str:
+def in_sync(stack: EmbeddedStack) -> bool:
+    """Every partition's ISR is its whole replica set, by Kafka's own tool."""
+    return not kafka_tools.describe_topics(stack.kafka.bootstrap, "--under-replicated-partitions")
+
+
+def rolling_restart(player: Player) -> str:
+    stack = player.stack
+    for node_id, node in stack.kafka.nodes.items():
+        if player.stopped.is_set():
+            break
+        player.say(f"  kobs maintenance check: {maintenance_verdict(stack, node_id)}")
+        pid, started = node.pid, time.time()
+        stack.kafka.shut_down(node_id)
+        took = time.time() - started
+        player.say(f"  node {node_id} (pid {pid}) stopped with SIGTERM, a controlled shutdown: it exited "
+                   f"after {took:.0f} s; starting it again")  # fmt: skip
+        stack.kafka.start_node(node_id)
+        full = player.wait(lambda: in_sync(stack), player.wait_s)
+        verdict = (
+            f"every ISR full {time.time() - started:.0f} s after its SIGTERM" if full else "ISRs not full"
+        )
+        player.say(f"  node {node_id} back (pid {node.pid}): {verdict}")
+    return "rolling restart done"
+
+
+def maintenance_verdict(stack: EmbeddedStack, broker: int) -> str:
+    """``kobs maintenance check``'s verdict on restarting ``broker`` of the real cluster now."""
+    try:
+        return impact_now(stack.config.clusters[0], broker).verdict
+    except CheckError as exc:
+        return str(exc)
+
+
+def kill_broker(player: Player) -> str:
+    stack = player.stack
     lost = led_by(stack, KILLED, INCIDENT_TOPIC)
     pid = stack.kafka.nodes[KILLED].pid
     stack.kafka.kill(KILLED)
@@ -60,36 +110,39 @@ def kill_broker(stack: EmbeddedStack) -> str:
     )
 
 
-def restart_broker(stack: EmbeddedStack) -> str:
-    stack.kafka.restart(KILLED)
-    pid = stack.kafka.nodes[KILLED].pid
+def restart_broker(player: Player) -> str:
+    player.stack.kafka.restart(KILLED)
+    pid = player.stack.kafka.nodes[KILLED].pid
     return (
         f"broker {KILLED} restarted (pid {pid}): its partitions have a leader again, elected uncleanly by "
         "Kafka's count (a killed broker's log may have lost writes), which pages too"
     )
 
 
-def pause_broker(stack: EmbeddedStack) -> str:
+def pause_broker(player: Player) -> str:
+    stack = player.stack
     pid = stack.kafka.nodes[PAUSED].pid
     stack.kafka.pause(PAUSED)
-    lag_s = stack.kafka.settings["replica.lag.time.max.ms"] / 1000
+    timeout_s = stack.kafka.settings["broker.session.timeout.ms"] / 1000
     return (
-        f"broker {PAUSED} (pid {pid}) stopped with SIGSTOP, a hung JVM: the leaders of the partitions it "
-        f"follows drop it from their ISRs after replica.lag.time.max.ms ({lag_s:g} s)"
+        f"broker {PAUSED} (pid {pid}) stopped with SIGSTOP, a hung JVM: the controller fences it after "
+        f"broker.session.timeout.ms ({timeout_s:g} s) without a controlled shutdown"
     )
 
 
-def resume_broker(stack: EmbeddedStack) -> str:
-    stack.kafka.resume(PAUSED)
+def resume_broker(player: Player) -> str:
+    player.stack.kafka.resume(PAUSED)
     return f"broker {PAUSED} continued with SIGCONT: it catches up and rejoins the ISRs"
 
 
 INCIDENTS = (
-    Incident(
-        "a broker of a replication-factor-1 topic dies", "KafkaProducerBlocked", kill_broker, restart_broker
-    ),
-    Incident("a follower hangs", "KafkaUnderReplicatedPartitions", pause_broker, resume_broker),
-)
+    Incident("rolling-restart", "a planned rolling restart of every node", None, rolling_restart,
+             lambda _: ""),
+    Incident("broker-crash", "a broker of a replication-factor-1 topic dies", KILLED, kill_broker,
+             restart_broker),
+    Incident("follower-hang", "a follower hangs", PAUSED, pause_broker, resume_broker),
+)  # fmt: skip
+NAMES = tuple(incident.name for incident in INCIDENTS)
 
 
 class Player:
@@ -117,98 +170,84 @@ class Player:
     def play(self) -> list[Outcome]:
         outcomes = []
         self.say("incidents: waiting for the pipeline's first derived metrics of the real cluster ...")
-        if not self._wait(self.pipeline_live, self.wait_s):
+        if not self.wait(self.pipeline_live, self.wait_s):
             self.say("incidents: the pipeline shows nothing yet; playing them anyway")
         for number, incident in enumerate(self.incidents, 1):
             if self.stopped.wait(self.quiet_s):
                 return outcomes
-            outcomes.append(self._play(number, incident))
+            outcomes.append(self.play_one(number, incident))
         if not self.stopped.is_set():
             self.say("incidents: all played; the stack keeps running until Ctrl-C")
         return outcomes
 
-    def _play(self, number: int, incident: Incident) -> Outcome:
-        self.say(f"incident {number}: {incident.title}")
-        self.settle(incident)
-        cause_s, page = self.break_until_paged(incident)
-        paged_after = page.received_s - cause_s if page else None
-        if self.stopped.wait(self.hold_s):  # stopping: the stack goes down with the break in place
-            return Outcome(incident.title, incident.alert, cause_s, paged_after, None)
-        resolved_after = self.repair_until_resolved(incident)
-        return Outcome(incident.title, incident.alert, cause_s, paged_after, resolved_after)
-
-    def settle(self, incident: Incident) -> None:
-        """Wait until Alertmanager holds no ``incident.alert`` from before (an earlier incident's), then one
-        page group interval, so that its group has sent its last notification and is closed: the new page
-        then goes out after ``group_wait``, not at that group's next interval."""
-        settled = self._wait(lambda: not self._held(incident.alert), self.wait_s)
-        if settled and any(n.alertname == incident.alert for n in self.stack.pager.received):
-            alert, wait_s = incident.alert, self.settle_s
-            self.say(f"  waiting {wait_s:.0f} s for Alertmanager to close the last {alert} group first")
-            self.stopped.wait(wait_s)
-
-    def break_until_paged(self, incident: Incident) -> tuple[float, Notification | None]:
-        """Break; wait for the page. (time of the break, the page or None): the alert's own, or the page of
-        an alert that inhibits it (:meth:`page_for`)."""
+    def play_one(self, number: int, incident: Incident) -> Outcome:
+        self.say(f"{number}. {incident.title} ({incident.name})")
+        self.settle()
         cause_s = time.time()
-        self.say("  " + incident.begin(self.stack))
-        page = self._wait(lambda: self.page_for(incident.alert, cause_s), self.wait_s)
-        if self.stopped.is_set():
-            pass  # stopping: say nothing more
-        elif page:
-            paged_after = page.received_s - cause_s
-            verdict = "within" if paged_after <= PAGE_TARGET_S else "OVER"
-            covering = f", which inhibits {incident.alert}" if page.alertname != incident.alert else ""
-            aim = f"{verdict} the 60 s aim"
-            self.say(f"  {page.alertname} paged {paged_after:.0f} s after the cause{covering} ({aim})")
+        self.say("  " + incident.begin(self))
+        if incident.broker is None:  # planned work: whatever pages in the quiet time after it counts
+            self.stopped.wait(QUIET_AFTER_S)
+            outcome = Outcome(incident.name, cause_s, self.pages_since(cause_s), None)
         else:
-            self.say(f"  no {incident.alert} page within {self.wait_s:.0f} s")
-        return cause_s, page
+            first = self.wait(lambda: self.pages_since(cause_s), self.wait_s)
+            if not first and not self.stopped.is_set():
+                self.say(f"  no page within {self.wait_s:.0f} s")
+            if self.stopped.wait(self.hold_s):
+                return Outcome(incident.name, cause_s, self.pages_since(cause_s), None)
+            repaired_s = time.time()
+            self.say("  " + incident.end(self))
+            resolved = self.wait(lambda: not self.paging(incident.broker), self.wait_s)
+            resolved_after = time.time() - repaired_s if resolved else None
+            outcome = Outcome(incident.name, cause_s, self.pages_since(cause_s), resolved_after)
+        if not self.stopped.is_set():
+            self.report(incident, outcome)
+        return outcome
 
-    def repair_until_resolved(self, incident: Incident) -> float | None:
-        """Repair; wait until Alertmanager holds the alert no more. Seconds from the repair, or None.
+    def report(self, incident: Incident, outcome: Outcome) -> None:
+        """One line on the pages, one per incident (page group) paged."""
+        pages = outcome.pages
+        if not pages:
+            self.say("  nothing paged")
+            return
+        after = outcome.paged_after_s()
+        aim = (
+            ""
+            if incident.broker is None
+            else f" ({'within' if after <= PAGE_TARGET_S else 'OVER'} the 60 s aim)"
+        )
+        groups = outcome.incidents()
+        self.say(f"  {len(pages)} page notification(s) in {len(groups)} incident(s), the first {after:.0f} s "
+                 f"after the cause{aim}:")  # fmt: skip
+        for group in sorted(groups):
+            first = next(n for n in pages if tuple(sorted(n.payload["groupLabels"].items())) == group)
+            self.say(f"    {first.headline}")
+        if outcome.resolved_after_s is not None:
+            self.say(f"  resolved {outcome.resolved_after_s:.0f} s after the repair")
 
-        The pager hears of it at the group's next ``group_interval`` (1 minute for pages as shipped)."""
-        repaired_s = time.time()
-        self.say("  " + incident.end(self.stack))
-        resolved = self._wait(lambda: not self._held(incident.alert), self.wait_s)
-        resolved_after = time.time() - repaired_s if resolved else None
-        if resolved and not self.stopped.is_set():
-            self.say(
-                f"  {incident.alert} resolved {resolved_after:.0f} s after the repair (the pager is told at "
-                "the alert group's next interval)"
-            )
-        return resolved_after
+    def settle(self) -> None:
+        """Wait until Alertmanager holds no page from before, then one page group interval, so that every
+        group of the last incident has sent its last notification and is closed: a new page then goes out
+        after ``group_wait``, not at an old group's next interval."""
+        if self.wait(lambda: not self.paging(), self.wait_s) and self.stack.pager.pages():
+            self.say(f"  waiting {self.settle_s:.0f} s for Alertmanager to close the last page groups first")
+            self.stopped.wait(self.settle_s)
 
-    def _held(self, alert: str) -> bool:
-        """Alertmanager holds ``alert``, firing or suppressed (an inhibited alert still keeps its group)."""
+    def paging(self, broker: int | None = None) -> bool:
+        """Alertmanager holds a page of a state (not of an event, :data:`EVENT_PAGES`), firing or suppressed
+        (an inhibited one still keeps its group); of ``broker``'s incident only, when given."""
         try:
             alerts = self.stack.alertmanager.alerts()
         except OSError:  # Alertmanager busy: ask again
             return True
-        return any(a["labels"]["alertname"] == alert for a in alerts)
+        return any(
+            labels.get("severity") == "page"
+            and labels["alertname"] not in EVENT_PAGES
+            and (broker is None or labels.get("cause_broker") == str(broker))
+            for labels in (a["labels"] for a in alerts)
+        )
 
-    def page_for(self, alert: str, since_s: float) -> Notification | None:
-        """The first page since ``since_s`` that told of ``alert``: its own, or, while Alertmanager holds
-        every such alert inhibited, the page of an alert inhibiting it (alerts/alertmanager.yml: a broker
-        down covers its partitions' under-replication; whichever fires first pages)."""
-        if own := self._notified(alert, "firing", since_s):
-            return own
-        try:
-            held = self.stack.alertmanager.alerts()
-        except OSError:  # Alertmanager busy: ask again
-            return None
-        names = {a["fingerprint"]: a["labels"]["alertname"] for a in held}
-        alerts = [a for a in held if a["labels"]["alertname"] == alert]
-        if not alerts or not all(a["status"]["inhibitedBy"] for a in alerts):
-            return None  # not firing yet, or one of them may still page
-        inhibiting = {names.get(f) for a in alerts for f in a["status"]["inhibitedBy"]}
-        pages = [page for name in inhibiting if name and (page := self._notified(name, "firing", since_s))]
-        return min(pages, key=lambda page: page.received_s, default=None)
-
-    def _notified(self, alert: str, status: str, since_s: float) -> Notification | None:
-        found = [n for n in self.stack.pager.pages(alert, status) if n.received_s >= since_s]
-        return found[0] if found else None
+    def pages_since(self, since_s: float) -> tuple[Notification, ...]:
+        return tuple(n for n in self.stack.pager.pages() if n.received_s >= since_s)
 
     def pipeline_live(self) -> bool:
         query = f'kobs_producer_blocked{{job="kobs-exporter",cluster="demo",client_id="{PRODUCER}"}}'
@@ -217,7 +256,9 @@ class Player:
         except Exception:  # Prometheus not answering yet
             return False
 
-    def _wait(self, check, timeout_s: float):
+    def wait(self, check, timeout_s: float):
+        """``check()`` once a second until it is truthy, ``timeout_s`` passes or the player is stopped; its
+        last value (None when stopped)."""
         deadline = time.monotonic() + timeout_s
         while not self.stopped.is_set():
             found = check()

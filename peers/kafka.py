@@ -12,7 +12,8 @@ JMX exporter's agent (its metrics over HTTP as ``deploy/jmx-exporter-broker.yaml
 Strimzi and Confluent serve a broker's; :attr:`KafkaNode.exporter_url`), a small heap, its log
 (``kafka-<id>.log``) and data in the run directory, and settings that make incidents quick to show
 (:data:`FAST_INCIDENTS`). Tests and the demo drive it with :meth:`KafkaCluster.kill`, :meth:`pause`
-(SIGSTOP: a hung broker), :meth:`resume`, :meth:`restart`, and read what the cluster itself says with
+(SIGSTOP: a hung broker), :meth:`resume`, :meth:`restart`, planned work with :meth:`shut_down` (SIGTERM: a
+controlled shutdown) and :meth:`start_node`, and read what the cluster itself says with
 Kafka's own tools (:mod:`peers.kafka_tools`).
 
 With ``secure=True`` (KRaft only) every node also listens with SASL/SCRAM (``SASL_PLAINTEXT``, mechanisms
@@ -371,6 +372,15 @@ class KafkaCluster:
     def resume(self, node_id: int) -> None:
         self.nodes[node_id].send_signal(signal.SIGCONT)
         self.paused.discard(node_id)
+
+    def shut_down(self, node_id: int, timeout_s: float = 60.0) -> None:
+        """SIGTERM, and wait for the exit: a controlled shutdown, as ``kafka-server-stop.sh`` or ``systemctl
+        stop`` does (the broker moves its leaders away first; SIGKILL only after ``timeout_s``)."""
+        self.nodes[node_id].stop(timeout_s)
+
+    def start_node(self, node_id: int) -> None:
+        """Start a node that was shut down or killed, on the same ports and data; wait until it is ready."""
+        self.nodes[node_id].start()
 
     def restart(self, node_id: int) -> None:
         """Start a killed or stopped node again on the same ports and data."""

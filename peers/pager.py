@@ -31,6 +31,22 @@ class Notification:
     def alertname(self) -> str:
         return self.payload["groupLabels"].get("alertname", "")
 
+    @property
+    def headline(self) -> str:
+        """What a pager shows first: the incident (its group: a cluster and the broker that caused it, or an
+        alert name) and each alert in it, e.g. ``demo, broker 2: KafkaBrokerDown; KafkaOfflinePartitions
+        orders; KafkaProducerBlocked web-frontend``."""
+        group = self.payload["groupLabels"]
+        where = group.get("cluster", "")
+        if "cause_broker" in group:
+            where += f", broker {group['cause_broker']}"
+        alerts = []
+        for alert in self.payload["alerts"]:
+            labels = alert["labels"]
+            about = labels.get("topic") or labels.get("client_id") or labels.get("group") or ""
+            alerts.append(f"{labels['alertname']} {about}".rstrip())
+        return f"{where}: {'; '.join(sorted(set(alerts)))}"
+
 
 class Pager(ThreadingHTTPServer):
     """Collects webhook notifications; start with ``with Pager() as pager:`` or ``start()``/``stop()``."""

@@ -51,7 +51,9 @@ PRODUCER = "web-frontend"
 PRODUCER_SETTINGS = {"buffer.memory": 1024 * 1024, "max.block.ms": 60_000, "acks": "1"}
 PRODUCER_RATE = 500
 # Scrape often enough that each incident pages within a minute; the collector's defaults suit large clusters.
-INTERVALS = {"metrics_s": 15, "offsets_s": 10, "metadata_s": 5, "producers_s": 5}
+# The brokers' metrics every 5 s: the controllers' count of brokers in controlled shutdown must be read while
+# a restarting node is away (5-20 s here) for its restart to be known as planned.
+INTERVALS = {"metrics_s": 5, "offsets_s": 10, "metadata_s": 5, "producers_s": 5}
 # Prometheus reads the brokers' own series (the real nodes' JMX-exporter agents, the fleet's endpoints) for
 # the rules on raw metrics; their per-partition series (most of each page) reach the pipeline through the
 # collector only.
@@ -104,6 +106,7 @@ class EmbeddedStack:
     observers: bool = True  # Prometheus, Alertmanager, the pager and the app, which only read the pipeline
     group_wait: str | None = None  # Alertmanager's grouping delays (default: the shipped routing's)
     group_interval: str | None = None
+    maintenance_grace_s: float | None = None  # how long a planned restart may last (default: the config's)
     on_notification: Callable[[Notification], None] | None = None  # each page or ticket as it arrives
     processes: list[ManagedProcess] = field(default_factory=list)
     kafka: KafkaCluster | None = None
@@ -182,6 +185,11 @@ class EmbeddedStack:
             "clusters": clusters,
             "metrics_topic": {"replication_factor": 3},
             "intervals": INTERVALS,
+            **(
+                {"alerts": {"maintenance_grace_s": self.maintenance_grace_s}}
+                if self.maintenance_grace_s
+                else {}
+            ),
             "sinks": sinks,
             "app": {
                 "prometheus_url": f"http://{HOST}:{ports['prometheus']}",

@@ -27,13 +27,18 @@ bytes-per-second to the lost partitions``. A producer's broker-side fill rate is
 of the topics configured for it (``clusters[].producers[].topics``), split evenly between the producers
 configured for the same topic; the client-side fill rate needs two scrapes but no configuration. The
 metric is the smaller estimate, 0 when blocked, +Inf when the buffer is not filling.
+
+Both gauges carry ``cause_broker``: the broker whose absence explains most of the lost partitions of the
+producer's configured topics, by the ISR events (:meth:`~spark_jobs.isr_ledger.IsrLedger.culprit`), so the
+page of a producer blocked by a broken broker travels with that broker's; "" when none is lost or the
+events do not say.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -43,6 +48,7 @@ import pyarrow as pa
 
 from common import names
 from spark_jobs.analysis import Derived, Evaluation, Observation, Samples, gathered
+from spark_jobs.isr_ledger import IsrLedger
 from spark_jobs.rates import CounterRates
 
 log = logging.getLogger(__name__)
@@ -107,6 +113,12 @@ def _isr_change(o: Observation) -> tuple[str, str, int, int] | None:
         return None
 
 
+def _cause(lost: Counter) -> str:
+    """The broker behind most of a producer's lost partitions (the smallest id of a tie), "" for none."""
+    known = [(-count, int(broker), broker) for broker, count in lost.items() if broker]
+    return min(known)[2] if known else ""
+
+
 def is_blocked(waiting_threads: float, available_bytes: float) -> bool:
     return waiting_threads > 0 or available_bytes < BATCH_SIZE
 
@@ -138,6 +150,7 @@ class TopicRisk:
     failed_produce_per_s: float | None
     lost_bytes_per_s: float | None
     lost_since_s: float | None
+    causes: Counter = field(default_factory=Counter)  # cause broker ("" unknown) -> lost partitions
 
 
 @dataclass
@@ -174,6 +187,7 @@ class ProducerAnalysis:
         self.partitions: dict[tuple[str, str, str], PartitionState] = {}
         self.min_isr: dict[tuple[str, str], float] = {}
         self.losses: dict[tuple[str, str], TopicLoss] = {}
+        self.ledger = IsrLedger()  # which broker explains a lost partition
         self.now_s = -math.inf
         self.skipped = 0
 
@@ -205,6 +219,7 @@ class ProducerAnalysis:
             topic, partition, leader, isr = change
             self._partition(o.cluster, o.t_s, topic, partition, names.PARTITION_LEADER, leader)
             self._partition(o.cluster, o.t_s, topic, partition, names.PARTITION_ISR, isr)
+            self.ledger.apply(o.cluster, o.t_s, o.event)
         elif o.value is None or not math.isfinite(o.value):
             return False
         elif o.name in CLIENT_INPUTS:
@@ -289,18 +304,19 @@ class ProducerAnalysis:
             del self.partitions[key]  # an offline partition stays offline until something says otherwise
 
     def _topics(self) -> Iterable[tuple[tuple[str, str], list[PartitionState], list, list, dict]]:
-        """Per topic: its partition states, the offline ones, the under-min-ISR ones and its rates."""
-        by_topic: dict[tuple[str, str], list[PartitionState]] = defaultdict(list)
-        for (cluster, topic, _), state in self.partitions.items():
-            by_topic[cluster, topic].append(state)
+        """Per topic: its partition states, the offline ones and the under-min-ISR ones (each as
+        (partition, state)), and its rates."""
+        by_topic: dict[tuple[str, str], list[tuple[str, PartitionState]]] = defaultdict(list)
+        for (cluster, topic, partition), state in self.partitions.items():
+            by_topic[cluster, topic].append((partition, state))
         rates: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for (cluster, _, topic, counter), rate in self.rates.rates():
             rates[cluster, topic][counter] += rate
-        for key, states in sorted(by_topic.items()):
+        for key, parts in sorted(by_topic.items()):
             min_isr = self.min_isr.get(key, 1)
-            offline = [s for s in states if s.leader == -1]
-            under = [s for s in states if s.leader != -1 and s.isr is not None and s.isr < min_isr]
-            yield key, states, offline, under, rates.get(key, {})
+            offline = [(p, s) for p, s in parts if s.leader == -1]
+            under = [(p, s) for p, s in parts if s.leader != -1 and s.isr is not None and s.isr < min_isr]
+            yield key, [s for _, s in parts], offline, under, rates.get(key, {})
 
     @staticmethod
     def _lost(offline: list, under: list, rates: Mapping[str, float]) -> list:
@@ -316,7 +332,7 @@ class ProducerAnalysis:
                 loss.lost_since_s = None
                 loss.healthy_bytes_in_per_s = rates.get(names.BYTES_IN, loss.healthy_bytes_in_per_s)
             elif loss.lost_since_s is None:
-                loss.lost_since_s = min(s.changed_s for s in lost)
+                loss.lost_since_s = min(s.changed_s for _, s in lost)
         self.losses = losses
 
     def _risks(self) -> list[TopicRisk]:
@@ -327,6 +343,8 @@ class ProducerAnalysis:
             lost_bytes = None
             if lost and loss.healthy_bytes_in_per_s is not None:
                 lost_bytes = loss.healthy_bytes_in_per_s * len(lost) / len(states)
+            culprits = (self.ledger.culprit(cluster, topic, p, s.leader == -1) for p, s in lost)
+            causes = Counter("" if culprit is None else str(culprit) for culprit in culprits)
             risks.append(
                 TopicRisk(
                     cluster,
@@ -338,6 +356,7 @@ class ProducerAnalysis:
                     rates.get(names.FAILED_PRODUCE_REQUESTS),
                     lost_bytes,
                     loss.lost_since_s if lost else None,
+                    causes,
                 )
             )
         return risks
@@ -351,23 +370,23 @@ class ProducerAnalysis:
         fills: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(
             list
         )  # client -> (bytes/s, since)
+        causes: dict[tuple[str, str], Counter] = defaultdict(Counter)  # client -> lost partitions by cause
         for risk in risks:
-            if risk.lost_bytes_per_s is None:
-                continue
             for (cluster, client_id), topics in self.topics.items():
                 if cluster == risk.cluster and risk.topic in topics:
-                    share = risk.lost_bytes_per_s / writers[cluster, risk.topic]
-                    fills[cluster, client_id].append((share, risk.lost_since_s))
-        history = [{**vars(r), "at_s": self.now_s} for r in risks]
+                    causes[cluster, client_id] += risk.causes
+                    if risk.lost_bytes_per_s is not None:
+                        share = risk.lost_bytes_per_s / writers[cluster, risk.topic]
+                        fills[cluster, client_id].append((share, risk.lost_since_s))
+        history = [{k: v for k, v in vars(r).items() if k != "causes"} | {"at_s": self.now_s} for r in risks]
         metrics = []
         for cluster, client_id in sorted(self.clients.keys() | self.topics.keys()):
             row = self._client_row(cluster, client_id, fills.get((cluster, client_id), []))
             history.append(row)
-            metrics.append(
-                Derived("kobs_producer_time_to_block_seconds", (cluster, client_id), row["time_to_block_s"])
-            )
+            labels = (cluster, client_id, _cause(causes[cluster, client_id]))
+            metrics.append(Derived("kobs_producer_time_to_block_seconds", labels, row["time_to_block_s"]))
             if row["blocked"] is not None:
-                metrics.append(Derived("kobs_producer_blocked", (cluster, client_id), float(row["blocked"])))
+                metrics.append(Derived("kobs_producer_blocked", labels, float(row["blocked"])))
             if row["buffer_utilization"] is not None:
                 utilization = row["buffer_utilization"]
                 metrics.append(

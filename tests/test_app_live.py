@@ -10,14 +10,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from app_data import SERIES, write_config, write_history
+from app_data import ROLLING_RESTART, SERIES, write_config, write_history
 from derived_exporter import DerivedExporter
 from streamlit.testing.v1 import AppTest
 
+from app import live
 from app.prometheus import PrometheusClient, PrometheusUnavailable
 from peers.process import free_port
 from peers.prometheus import Alertmanager, Prometheus
@@ -28,15 +31,28 @@ MAIN = str(Path(__file__).resolve().parents[1] / "app" / "main.py")
 UNHEALTHY = "Unhealthy now: c1/orders offline for 1.5 min; c1 broker 2 down; c1/web blocked in send()"
 
 
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
+@contextmanager
+def scraping(series: dict, where: Path) -> Iterator[Prometheus]:
+    """A Prometheus scraping the derived-metrics exporter serving ``series``, once it has three brokers."""
     with (
-        DerivedExporter(series=SERIES) as exporter,
-        Prometheus(tmp_path_factory.mktemp("prom"), {"kobs-exporter": [exporter.address]}) as prom,
+        DerivedExporter(series=series) as exporter,
+        Prometheus(where, {"kobs-exporter": [exporter.address]}) as prom,
     ):
         deadline = time.monotonic() + 30
         while len(prom.query("kobs_broker_up")) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
+        yield prom
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    with scraping(SERIES, tmp_path_factory.mktemp("prom")) as prom:
+        yield prom
+
+
+@pytest.fixture(scope="module")
+def rolling_restart(tmp_path_factory):
+    with scraping(ROLLING_RESTART, tmp_path_factory.mktemp("prom-restart")) as prom:
         yield prom
 
 
@@ -65,7 +81,7 @@ def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_time
     assert [s.value for s in at.success] == ["Controller: one active controller"]
     assert [e.value for e in at.error] == [UNHEALTHY, "Topics in trouble: orders"]
     resources, topics = at.dataframe[0].value, at.dataframe[1].value
-    assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5
+    assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5  # one row: 3 + 2 over cause brokers
     # broker 1's request handlers idle 12% of the time: saturated, and first; heap 3e8 of 4e8 bytes
     assert list(resources["broker"]) == ["1", "3"] and resources["heap used"].tolist() == [0.75, 0.25]
     saturated = "Thread pools idle less than 20%: c1 broker 1 (handlers idle 12%)"
@@ -73,6 +89,33 @@ def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_time
     assert "Flapping partitions per broker" in " ".join(c.value for c in at.caption)
     at.selectbox(key="health_window").set_value("15 minutes").run()
     assert not at.exception and at.selectbox(key="health_window").value == "15 minutes"
+
+
+def test_health_during_a_rolling_restart_says_planned_restart_not_down(
+    rolling_restart, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(
+        "KOBS_CONFIG", str(write_config(tmp_path / "kobs.yaml", rolling_restart.url, tmp_path))
+    )
+    at = open_page("health")
+    assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "none"}
+    assert [w.value for w in at.warning] == ["c1 broker 2: planned restart, away 40 s, leads 0 partitions"]
+    assert [e.value for e in at.error] == [
+        "Unhealthy now: c1/orders under-replicated for 40 s; c1 broker 2 in a planned restart for 40 s",
+        "Topics in trouble: orders",
+    ]
+    topics = at.dataframe[1].value.set_index("topic")
+    assert topics.loc["orders", ["under-replicated", "one replica from min ISR", "reassigning"]].tolist() == [
+        12, 12, 0,
+    ]  # fmt: skip
+    assert topics.loc["payments", "reassigning"] == 4 and topics.loc["payments", "healthy"]
+    # the incident timeline's queries: broker 2's planned restart, and no outage of it
+    client = PrometheusClient(rolling_restart.url)
+    ranges = {kind: client.range(query, 60, 5) for kind, (query, _, _) in live.INCIDENT_QUERIES.items()}
+    assert set(live.incident_spans(ranges, 5)["what"]) == {
+        "c1 broker 2 planned restart",
+        "c1/orders under-replicated",
+    }
 
 
 def test_lag_shows_groups_worst_first_and_the_history_of_committed_batches(populated):

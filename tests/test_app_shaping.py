@@ -20,6 +20,14 @@ def frame(key: str, values: dict[str, float], cluster: str = "c1") -> pd.DataFra
     return pd.DataFrame([{"cluster": cluster, key: k, "value": v} for k, v in values.items()])
 
 
+def restarts(brokers: dict[str, tuple[float, float, float, float, float]]) -> pd.DataFrame:
+    """planned_restarts of c1's brokers, each given as (maintenance, seconds, up, out of ISR, leads)."""
+    columns = list(live.RESTART_QUERIES)
+    return live.planned_restarts(
+        {name: frame("broker", {b: v[i] for b, v in brokers.items()}) for i, name in enumerate(columns)}
+    )
+
+
 def test_regression_reproduces_anscombes_published_fit():
     fit = live.fit_line(ANSCOMBE_X, ANSCOMBE_Y)
     assert fit.slope == pytest.approx(0.500, abs=5e-4)
@@ -79,18 +87,63 @@ def test_unhealthy_now_longest_first_and_unknown_without_any_broker_series():
     }
     brokers = frame("broker", {"1": 1, "2": 0})
     blocked = frame("client_id", {"web": 1})
-    assert live.unhealthy_sentence(timed, brokers, blocked) == (
+    none = restarts({})
+    assert live.unhealthy_sentence(timed, brokers, blocked, none) == (
         "error",
         "Unhealthy now: c1/orders under-replicated for 6.7 min; c1/orders offline for 1.6 min; "
         "c2/logs under-replicated for 20 s; c1 broker 2 down; c1/web blocked in send()",
     )
     healthy = {words: f.iloc[0:0] for words, f in timed.items()}
-    assert live.unhealthy_sentence(healthy, frame("broker", {"1": 1}), blocked.iloc[0:0]) == (
+    assert live.unhealthy_sentence(healthy, frame("broker", {"1": 1}), blocked.iloc[0:0], none) == (
         "success",
         "Nothing unhealthy now.",
     )
-    level, sentence = live.unhealthy_sentence(healthy, brokers.iloc[0:0], blocked.iloc[0:0])
+    level, sentence = live.unhealthy_sentence(healthy, brokers.iloc[0:0], blocked.iloc[0:0], none)
     assert level == "info" and sentence.startswith("Health unknown")
+
+
+def test_a_broker_in_a_planned_restart_is_said_apart_from_outages_and_never_called_down():
+    """Broker 2 left by controlled shutdown 40 s ago; broker 3 crashed: only 3 is down. A planned restart
+    alone is a warning; one past its grace (overdue: it pages) an error."""
+    brokers = frame("broker", {"1": 1, "2": 0, "3": 0})
+    rolling = restarts({"1": (0, 0, 1, 0, 6), "2": (1, 40, 0, 0, 0), "3": (0, 0, 0, 0, 0)})
+    healthy = {words: pd.DataFrame(columns=["cluster", "topic", "value"]) for words in live.TIMED_STATES}
+    nobody = pd.DataFrame(columns=["cluster", "client_id", "value"])
+    assert live.unhealthy_sentence(healthy, brokers, nobody, rolling) == (
+        "error",
+        "Unhealthy now: c1 broker 3 down; c1 broker 2 in a planned restart for 40 s",
+    )
+    only_planned = frame("broker", {"1": 1, "2": 0, "3": 1})
+    assert live.unhealthy_sentence(healthy, only_planned, nobody, rolling) == (
+        "warning",
+        "Unhealthy now: c1 broker 2 in a planned restart for 40 s",
+    )
+    overdue = restarts({"2": (2, 720, 0, 0, 0)})
+    assert live.unhealthy_sentence(healthy, only_planned, nobody, overdue) == (
+        "error",
+        "Unhealthy now: c1 broker 2 in a planned restart for 12.0 min, overdue",
+    )
+
+
+def test_planned_restart_lines_say_away_or_catching_up_overdue_first():
+    table = restarts(
+        {
+            "1": (0, 0, 1, 0, 6),  # in no restart: no line
+            "2": (1, 40, 0, 0, 0),  # away 40 s, its leaders moved away by the controlled shutdown
+            "3": (1, 70, 1, 12, 1),  # back, not yet in 12 of the ISRs it left
+            "4": (2, 720, 0, 0, 1),  # away past the grace
+        }
+    )
+    assert live.restart_lines(table) == [
+        ("error", "c1 broker 4: planned restart overdue, away 12.0 min, leads 1 partition"),
+        ("warning", "c1 broker 3: planned restart, back, catching up: out of 12 ISRs, 1.2 min since it left"),
+        ("warning", "c1 broker 2: planned restart, away 40 s, leads 0 partitions"),
+    ]
+    assert live.restart_lines(restarts({"1": (0, 0, 1, 0, 6)})) == []
+    unknown = live.planned_restarts({"maintenance": frame("broker", {"2": 1})})
+    assert live.restart_lines(unknown) == [
+        ("warning", "c1 broker 2: planned restart, away unknown, leads ? partitions")
+    ]
 
 
 def test_verdict_flags_throughput_falling_with_stored_data_and_accepts_a_flat_line():
@@ -164,6 +217,20 @@ def test_topics_in_trouble_come_first():
     assert list(zip(table["topic"], table["healthy"], strict=True)) == [("orders", False), ("payments", True)]
 
 
+def test_reassigning_partitions_are_no_trouble_and_one_replica_from_min_isr_is():
+    table = live.topic_health(
+        {
+            "one replica from min ISR": frame("topic", {"orders": 0, "payments": 2, "logs": 0}),
+            "under-replicated": frame("topic", {"orders": 0, "payments": 2, "logs": 0}),
+            "reassigning": frame("topic", {"orders": 4, "payments": 0, "logs": 0}),
+            "replication factor": frame("topic", {"orders": 3, "payments": 3, "logs": 3}),
+        }
+    )
+    healthy = dict(zip(table["topic"], table["healthy"], strict=True))
+    assert healthy == {"payments": False, "logs": True, "orders": True}
+    assert table.loc[table["topic"] == "orders", "reassigning"].item() == 4
+
+
 def test_runway_shortest_first_and_low_below_a_week():
     table = live.runway_table(
         frame("broker", {"0": math.inf, "1": 5.0, "2": 30.0}), frame("broker", {"0": 1e9, "1": 2e9, "2": 3e9})
@@ -217,6 +284,22 @@ def test_incident_spans_join_consecutive_troubled_samples_and_end_a_step_after_t
             "end": 55.0,
         },  # a gap: a new stretch
     ]
+
+
+def test_a_planned_restart_is_its_own_kind_on_the_timeline_in_its_own_colour():
+    maintenance = pd.DataFrame(
+        [
+            {"cluster": "c1", "broker": "2", "time": t, "value": v}
+            for t, v in [(0, 0), (10, 1), (20, 2), (30, 0)]
+        ]
+    )
+    spans = live.incident_spans({"planned restart": maintenance}, step_s=10.0)
+    assert spans.to_dict("records") == [
+        {"what": "c1 broker 2 planned restart", "kind": "planned restart", "start": 10, "end": 30.0}
+    ]  # planned, then overdue: one stretch
+    assert list(live.INCIDENT_COLOURS) == list(live.INCIDENT_QUERIES)  # every kind coloured
+    others = {c for kind, c in live.INCIDENT_COLOURS.items() if kind != "planned restart"}
+    assert live.INCIDENT_COLOURS["planned restart"] not in others
 
 
 def test_the_scatter_takes_each_brokers_own_rows_not_its_per_topic_rows():

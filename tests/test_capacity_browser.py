@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from app_data import SERIES, write_config, write_history
+from app_data import SERIES, by, write_config, write_history
 from browser import RENDERED, browser_page, open_page
 from derived_exporter import DerivedExporter
 
@@ -99,14 +99,32 @@ def test_live_pages_refresh_on_their_own(app_url, page, exporter):
     page.get_by_text("3 / 3").wait_for(timeout=30_000)
 
 
+def test_the_health_page_shows_a_planned_restart_not_a_broker_down(app_url, page, exporter, monkeypatch):
+    """Broker 2 leaves by controlled shutdown: the page names its planned restart, never calls it down."""
+    restart = {
+        "kobs_broker_up": by("broker", {"1": 1, "2": 0, "3": 1}),
+        "kobs_broker_maintenance": by("broker", {"2": 1}),
+        "kobs_broker_maintenance_seconds": by("broker", {"2": 40}),
+        "kobs_broker_leader_partitions": by("broker", {"2": 0}),
+    }
+    for metric, series in restart.items():
+        monkeypatch.setitem(exporter.series, metric, series)
+    page.goto(app_url)
+    page.get_by_text("c1 broker 2: planned restart, away 40 s, leads 0 partitions").wait_for(timeout=30_000)
+    header = "Unhealthy now: c1/orders offline for 1.5 min; c1/web blocked in send(); "
+    page.get_by_text(header + "c1 broker 2 in a planned restart for 40 s", exact=True).wait_for(
+        timeout=30_000
+    )
+    page.screenshot(path=ARTIFACTS / "live-health-planned-restart.png", full_page=True)
+
+
 def test_an_alerts_runbook_link_opens_its_section_in_the_app(app_url, page):
     """The link the alert rules and dashboards carry by default: /runbooks?alert=<name>."""
     section = (
         (ROOT / "docs" / "runbooks" / "replication.md").read_text().split("## KafkaOfflinePartitions\n")[1]
     )
-    first_words = section.removeprefix("**Page.** ").split(",")[
-        0
-    ]  # "Partitions of the topic have had no ..."
+    # its first line up to a comma, plain text: "Partitions of the topic have had no live leader for ..."
+    first_words = section.removeprefix("**Page.** ").splitlines()[0].split(",")[0]
     page.goto(app_url + "runbooks?alert=KafkaOfflinePartitions")
     page.get_by_role("heading", name="KafkaOfflinePartitions").wait_for(timeout=30_000)
     page.get_by_text(first_words).first.wait_for(timeout=30_000)

@@ -15,7 +15,18 @@ import yaml
 from peers.process import free_port
 
 KOBS = str(Path(sys.executable).with_name("kobs"))
-SUBCOMMANDS = ["demo", "collect", "simulate", "stream", "whatif", "dashboards", "alerts", "app", "bench"]
+SUBCOMMANDS = [
+    "demo",
+    "collect",
+    "maintenance",
+    "simulate",
+    "stream",
+    "whatif",
+    "dashboards",
+    "alerts",
+    "app",
+    "bench",
+]
 
 
 def kobs(*args: str) -> subprocess.CompletedProcess[str]:

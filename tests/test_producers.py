@@ -28,7 +28,9 @@ def sample(name: str, t_s: float, value: float, **labels: str) -> Observation:
 
 
 def event(t_s: float, **fields) -> Observation:
-    return Observation("isr_change", "prod", "zookeeper/isr", {}, t_s, None, {"type": "isr_change", **fields})
+    """An ``isr_change`` event; a leader change unless ``fields`` say otherwise (the contract's fields)."""
+    fields = {"type": "isr_change", "change": "leader_change", "leader_epoch": -1, **fields}
+    return Observation("isr_change", "prod", "zookeeper/isr", {}, t_s, None, fields)
 
 
 def client(t_s: float, available: float, waiting: float = 0, wait_ratio: float = 0, client_id="web-frontend"):
@@ -57,7 +59,17 @@ def metadata(t_s: float, offline: set[int] = frozenset()):
 
 
 def metrics_of(analysis: ProducerAnalysis) -> dict[tuple, float]:
-    return {(m.name, *m.labels): m.value for m in analysis.evaluate().metrics}
+    """(name, cluster, client_id) -> value; the cause broker is read by :func:`cause_of`."""
+    return {(m.name, *m.labels[:2]): m.value for m in analysis.evaluate().metrics}
+
+
+def cause_of(analysis: ProducerAnalysis, client_id: str = "web-frontend") -> str:
+    (cause,) = {
+        m.labels[2]
+        for m in analysis.evaluate().metrics
+        if m.name == "kobs_producer_blocked" and m.labels[1] == client_id
+    }
+    return cause
 
 
 def test_the_formula_of_the_rf1_incident():
@@ -92,6 +104,7 @@ def test_rf1_incident_broker_side_estimate_then_the_client_blocks():
     got = metrics_of(analysis)
     assert got["kobs_producer_time_to_block_seconds", "prod", "web-frontend"] == math.inf
     assert got["kobs_producer_blocked", "prod", "web-frontend"] == 0
+    assert cause_of(analysis) == ""  # nothing lost
     # Broker 1 dies at 44 s: ZooKeeper shows its 5 partitions without a leader (ISR keeps the last member).
     lost = [p for p in range(PARTITIONS) if p % 3 == 1]
     loss = [event(44, topic="orders", partition=p, old_isr=[1], new_isr=[1], leader=-1) for p in lost]
@@ -113,6 +126,7 @@ def test_rf1_incident_broker_side_estimate_then_the_client_blocks():
     analysis.observe(client(60, 100, waiting=8, wait_ratio=0.9))
     got = metrics_of(analysis)
     assert got["kobs_producer_blocked", "prod", "web-frontend"] == 1
+    assert cause_of(analysis) == "1"  # the lost partitions' last replica: the dead broker
     assert got["kobs_producer_time_to_block_seconds", "prod", "web-frontend"] == 0
     assert got["kobs_producer_buffer_utilization_ratio", "prod", "web-frontend"] == pytest.approx(
         1 - 100 / (32 * MIB)

@@ -11,13 +11,6 @@ from app import live, ui
 from app.prometheus import PrometheusClient
 from common.config import Config
 
-TOPIC_METRICS = {
-    "offline": "kobs_topic_offline_partitions",
-    "under min ISR": "kobs_topic_under_min_isr_partitions",
-    "under-replicated": "kobs_topic_under_replicated_partitions",
-    "replication factor": "kobs_topic_replication_factor",
-}
-
 
 def render(config: Config, prom: PrometheusClient) -> None:
     brokers_and_controller(config, prom)
@@ -37,13 +30,16 @@ def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
         return
     controllers = prom.instant("kobs_cluster_active_controllers")
     healthy, verdict = live.controller_verdict(controllers["value"].sum() if len(controllers) else None)
+    restarts = ui.planned_restarts(prom)
     cols = st.columns(3)
     cols[0].metric("Brokers up", f"{int(up['value'].sum())} / {len(up)}")
     cols[1].metric("Active controllers", f"{controllers['value'].sum():.0f}" if len(controllers) else "?")
-    down = up[up["value"] < 1].sort_values(["cluster", "broker"], key=lambda c: c.map(_natural))
+    down = live.unplanned_down(up, restarts).sort_values(["cluster", "broker"], key=lambda c: c.map(_natural))
     cols[2].metric(
         "Brokers down", ", ".join(f"{r.cluster} broker {r.broker}" for r in down.itertuples()) or "none"
     )
+    for level, line in live.restart_lines(restarts):  # planned restarts: not down, but no redundancy either
+        (st.error if level == "error" else st.warning)(line)
     (st.success if healthy else st.error)(f"Controller: {verdict}")
 
 
@@ -96,9 +92,9 @@ def _natural(value: str) -> tuple[int, str]:
 
 def topics(config: Config, prom: PrometheusClient) -> None:
     st.subheader("Partitions per topic")
-    frames = {label: prom.instant(metric) for label, metric in TOPIC_METRICS.items()}
+    frames = {label: prom.instant(query) for label, query in live.TOPIC_QUERIES.items()}
     if all(f.empty for f in frames.values()):
-        ui.instant(prom, config, TOPIC_METRICS["offline"], TOPIC_METRICS["offline"])
+        ui.instant(prom, config, live.TOPIC_QUERIES["offline"], "kobs_topic_offline_partitions")
         return
     table = live.topic_health(frames)
     trouble = table[~table["healthy"]]
@@ -106,24 +102,35 @@ def topics(config: Config, prom: PrometheusClient) -> None:
         st.success("Every partition has a leader and a full ISR.")
     else:
         st.error(f"Topics in trouble: {', '.join(trouble['topic'])}")
-    st.dataframe(ui.coloured(table, "healthy"), hide_index=True)
+    columns = {
+        "one replica from min ISR": st.column_config.NumberColumn(
+            help="Under-replicated partitions whose ISR is down to min.insync.replicas: one more replica "
+            "out and acks=all producers fail"
+        ),
+        "reassigning": st.column_config.NumberColumn(
+            help="Partitions adding replicas (a reassignment): not all in the ISR yet, not under-replicated"
+        ),
+    }
+    st.dataframe(ui.coloured(table, "healthy"), hide_index=True, column_config=columns)
 
 
 def incidents(prom: PrometheusClient, seconds: int) -> None:
-    """Brokers down, partitions offline or under-replicated, producers blocked: since when, until when."""
+    """Brokers down, planned restarts, partitions offline or under-replicated, producers blocked: since when,
+    until when."""
     step = ui.step_for(seconds)
     ranges = {kind: prom.range(q, seconds, step) for kind, (q, _, _) in live.INCIDENT_QUERIES.items()}
     spans = live.incident_spans(ranges, step)
-    st.caption("Incident timeline: brokers down, partitions offline or under-replicated, producers blocked")
+    st.caption(
+        "Incident timeline: brokers down, planned restarts, partitions offline or under-replicated, "
+        "producers blocked"
+    )
     if spans.empty:
         st.success("No incident in this window.")
         return
     data = spans.assign(
         start=pd.to_datetime(spans["start"], unit="s"), end=pd.to_datetime(spans["end"], unit="s")
     )
-    colours = alt.Scale(
-        domain=list(live.INCIDENT_QUERIES), range=["#d62728", "#d62728", "#ff7f0e", "#d62728"]
-    )
+    colours = alt.Scale(domain=list(live.INCIDENT_COLOURS), range=list(live.INCIDENT_COLOURS.values()))
     chart = (
         alt.Chart(data)
         .mark_bar()
