@@ -156,10 +156,9 @@ class Player:
         quiet_s: float = 30.0,  # between incidents, and before the first once the pipeline is live
         hold_s: float = 30.0,  # how long a break lasts after its page
         wait_s: float = 180.0,  # the longest wait for a page, and for its resolution
-        settle_s: float = 70.0,  # a page group's interval (1 min in the shipped routing) and a margin
     ):
         self.stack, self.out, self.incidents = stack, out, incidents
-        self.quiet_s, self.hold_s, self.wait_s, self.settle_s = quiet_s, hold_s, wait_s, settle_s
+        self.quiet_s, self.hold_s, self.wait_s = quiet_s, hold_s, wait_s
         self.started_s = time.time()
         self.stopped = threading.Event()
 
@@ -225,12 +224,10 @@ class Player:
             self.say(f"  resolved {outcome.resolved_after_s:.0f} s after the repair")
 
     def settle(self) -> None:
-        """Wait until Alertmanager holds no page from before, then one page group interval, so that every
-        group of the last incident has sent its last notification and is closed: a new page then goes out
-        after ``group_wait``, not at an old group's next interval."""
-        if self.wait(lambda: not self.paging(), self.wait_s) and self.stack.pager.pages():
-            self.say(f"  waiting {self.settle_s:.0f} s for Alertmanager to close the last page groups first")
-            self.stopped.wait(self.settle_s)
+        """Wait until Alertmanager holds no page of a state from before, so that what pages next is the next
+        incident's (each incident is a group of its own: its broker's)."""
+        if not self.wait(lambda: not self.paging(), self.wait_s) and not self.stopped.is_set():
+            self.say("  earlier pages still firing; going on")
 
     def paging(self, broker: int | None = None) -> bool:
         """Alertmanager holds a page of a state (not of an event, :data:`EVENT_PAGES`), firing or suppressed

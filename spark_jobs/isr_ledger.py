@@ -33,7 +33,7 @@ class Transition:
     left: frozenset[int]
     joined: frozenset[int]
     rejoined: frozenset[int]
-    unclean: bool  # the new leader was not in the ISR before: an unclean leader election
+    unclean: bool  # an unclean leader election the events prove (IsrLedger.apply)
 
 
 @dataclass
@@ -42,6 +42,7 @@ class _Known:
     isr: frozenset[int]
     leader: int
     out: set[int] = field(default_factory=set)  # left the ISR, not back yet
+    members: frozenset[int] = frozenset()  # the last ISR that had members (Kafka 4 may empty it)
 
 
 class IsrLedger:
@@ -49,7 +50,13 @@ class IsrLedger:
         self._partitions: dict[PartitionId, _Known] = {}
 
     def apply(self, cluster: str, t_s: float, event: dict[str, Any]) -> Transition | None:
-        """The transition an ``isr_change`` event makes, or None (duplicate, stale or malformed)."""
+        """The transition an ``isr_change`` event makes, or None (duplicate, stale or malformed).
+
+        It proves an unclean election when the new leader is alone in the new ISR (an unclean election
+        makes the elected replica the whole ISR) and was not in the last ISR that had members: the ISR
+        before, or, when Kafka 4 had emptied it (eligible leader replicas, KIP-966), the one before that.
+        A clean election half seen between two scrapes (a restarted broker rejoined and was elected)
+        leaves other members in the ISR."""
         try:
             key = (cluster, str(event["topic"]), str(event["partition"]))
             new_isr = frozenset(int(b) for b in event["new_isr"])
@@ -61,15 +68,17 @@ class IsrLedger:
             return None
         known = self._partitions.get(key)
         if known is None:
-            known = self._partitions[key] = _Known(t_s, old_isr, leader)
+            known = self._partitions[key] = _Known(t_s, old_isr, leader, members=old_isr)
         elif t_s < known.t_s or (new_isr, leader) == (known.isr, known.leader):
             return None
         before = known.isr
         left, joined = before - new_isr, new_isr - before
         rejoined = frozenset(joined & known.out)
+        unclean = leader >= 0 and new_isr == {leader} and bool(known.members) and leader not in known.members
         known.out = (known.out | left) - new_isr
         known.t_s, known.isr, known.leader = t_s, new_isr, leader
-        unclean = leader >= 0 and bool(before) and leader not in before
+        if new_isr:
+            known.members = new_isr
         return Transition(*key, t_s, change, leader, new_isr, left, joined, rejoined, unclean)
 
     def out_of_isr(self) -> Iterator[tuple[str, int, str, str]]:

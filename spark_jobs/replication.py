@@ -36,10 +36,10 @@ controller's ``UncleanLeaderElections`` counter (a reset counts from 0). Only th
 ``ActiveControllerCount`` reads 1 (or is not reported) is added: in KRaft every controller replays the
 metadata log and counts every election, so adding the standbys' counters would count each election once per
 controller. A cluster whose controllers are not scraped gets the count from the ISR events instead, and only
-what they prove: a new leader outside the ISR before it, left alone in the ISR (an unclean election makes
-the elected replica the whole ISR). A clean election the metadata scrapes half missed (the preferred leader
-rejoined and was elected between two scrapes) is no unclean election, and neither is an election from the
-eligible leader replicas of KIP-966 that the events cannot tell from one, which Kafka may count.
+what they prove (:meth:`~spark_jobs.isr_ledger.IsrLedger.apply`): a new leader alone in the ISR that was not
+in the last ISR with members. A clean election the metadata scrapes half missed (the preferred leader
+rejoined and was elected between two scrapes) is none, and neither is an election from the eligible leader
+replicas of KIP-966 that Kafka counts as unclean because the replica had stopped uncleanly.
 ISR changes are counted per topic and kind once each (``spark_jobs.isr_ledger``), whichever sources report
 them.
 """
@@ -267,7 +267,7 @@ class ReplicationAnalysis:
         if transition is not None:
             cluster.isr_brokers |= {str(b) for b in transition.isr | transition.left}
             cluster.isr_changes[transition.topic, transition.change] += 1
-            cluster.unclean_from_events += transition.unclean and transition.isr == {transition.leader}
+            cluster.unclean_from_events += transition.unclean
 
     def _settle(self, key: tuple[str, str, str], t_s: float) -> None:
         p = self.partitions[key]

@@ -2,19 +2,20 @@
 traffic, ``kobs collect`` and ``kobs stream``, a real Prometheus with the shipped rules and a real
 Alertmanager with the shipped routing and timings, webhooks to a pager on loopback; no simulated fleet),
 started once for the module, as a platform team runs kobs beside a cluster, with a planned restart's grace
-of 60 s. In order, as an on-call week goes:
+of 45 s. In order, as an on-call week goes:
 - a rolling restart of the three nodes pages nothing for replication risk; the replication-factor-1 topic's
   outage pages, naming the planned restart; Kafka counts no unclean election and neither does kobs;
 - a throttled reassignment with Kafka's own tool pages nothing;
-- a killed leader of replication-factor-1 partitions pages once within 60 s, naming the node and listing
-  the offline topic and the blocked producer; Kafka's tools and the producer's JMX agree; the unclean
-  election Kafka counts on its return is the one kobs counts;
-- a hung follower pages once within 60 s, naming the node;
+- a killed leader of replication-factor-1 partitions pages as one incident, naming the node, its first
+  notification listing the offline topic and the blocked producer; Kafka's tools and the producer's JMX
+  agree; the unclean election Kafka counts on its return is the one kobs counts, and joins the incident;
+- a hung follower pages as one incident, naming the node;
 - a planned restart that outlasts the grace pages when it does;
 - then ``kobs bench freshness --config`` measures the same running deployment, its stream warm.
 
 One stack for all: each start costs minutes of a 2-core machine (on a busy one the stream's first
-micro-batch alone took 260 s), and each scenario leaves the cluster whole."""
+micro-batch alone took 260 s), and each scenario leaves the cluster whole. How long after its cause each page
+arrived is the demo's to print and docs/peers.md's to report: a test does not time it."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from peers.stack import INCIDENT_TOPIC, PRODUCER, EmbeddedStack, create_topic
 
 pytestmark = pytest.mark.peers
 
-GRACE_S = 60
+GRACE_S = 45  # over a restart here (10-15 s until every ISR is full), well under the default 10 minutes
 ROLLING, CRASH, HANG = INCIDENTS
 # What a planned restart of a replication-factor-1 topic's only replica may page: its outage (docs/metrics.md)
 OUTAGE_PAGES = {
@@ -60,7 +61,7 @@ def stack(tmp_path_factory):
 @pytest.fixture(scope="module")
 def player(stack):
     lines: list[str] = []
-    player = Player(stack, out=lines.append, quiet_s=0, hold_s=15, wait_s=240)
+    player = Player(stack, out=lines.append, quiet_s=0, hold_s=60, wait_s=240)
     player.lines = lines
     assert until(player.pipeline_live, timeout_s=300), "the pipeline never showed the producer"
     assert until(lambda: _broker_resources(stack) == {"1", "2", "3"}, timeout_s=300)
@@ -122,12 +123,12 @@ def test_a_rolling_restart_pages_only_the_outage_of_the_replication_factor_1_top
 @pytest.mark.timeout(600)
 def test_a_throttled_reassignment_pages_nothing(stack, player):
     """kafka-reassign-partitions adds a replica to each partition of a replication-factor-1 topic holding
-    60 MB, throttled to 500 kB/s: the new replicas catch up for about two minutes, reassigning and not
+    40 MB, throttled to 500 kB/s: the new replicas catch up for over a minute, reassigning and not
     under-replicated (as under-replicated, each would page in 30 s: one replica left, min.insync.replicas)."""
     topic = f"moving-{uuid.uuid4().hex[:6]}"
     create_topic(stack.kafka.bootstrap, topic, 2, replication_factor=1)
     kafka_tools.run_tool(
-        "kafka-producer-perf-test", "--topic", topic, "--num-records", "60000", "--record-size", "1000",
+        "kafka-producer-perf-test", "--topic", topic, "--num-records", "40000", "--record-size", "1000",
         "--throughput", "-1", "--producer-props", f"bootstrap.servers={stack.kafka.bootstrap}", "acks=1",
     )  # fmt: skip
     placed = {
@@ -151,7 +152,7 @@ def test_a_throttled_reassignment_pages_nothing(stack, player):
             every_s=5,
         )  # --verify also removes the throttle once it is complete
     took = time.time() - started
-    time.sleep(45)  # the pipeline's delay, a page's for: and group_wait
+    time.sleep(30)  # the pipeline's delay, a page's for: and group_wait
     window = f"{int(time.time() - started)}s"
     seen = f'max_over_time(kobs_topic_reassigning_partitions{{cluster="demo",topic="{topic}"}}[{window}])'
     assert done and took >= 60, f"the reassignment took {took:.0f} s"
@@ -162,10 +163,10 @@ def test_a_throttled_reassignment_pages_nothing(stack, player):
 
 @pytest.mark.timeout(900)
 def test_a_crash_pages_once_naming_the_broker_and_what_it_broke(stack, player):
-    """SIGKILL of the node leading replication-factor-1 partitions that the producer writes: one page
-    notification within 60 s, its incident the node, listing the offline topic and the blocked producer;
-    Kafka's tools and the producer's own JMX show the same at that moment; resolved after the restart, when
-    Kafka counts the return as unclean elections (KIP-966) and kobs counts the same."""
+    """SIGKILL of the node leading replication-factor-1 partitions that the producer writes: one incident,
+    the node's, whose first notification lists the offline topic and the blocked producer; Kafka's tools and
+    the producer's own JMX show the same at that moment; resolved after the restart, when Kafka counts the
+    return as unclean elections (KIP-966) and kobs counts the same, in the same incident."""
     led = incidents.led_by(stack, incidents.KILLED, INCIDENT_TOPIC)
     unclean_before = _kafka_unclean(stack)
     checks = {}
@@ -181,17 +182,15 @@ def test_a_crash_pages_once_naming_the_broker_and_what_it_broke(stack, player):
         return said
 
     cause_s = time.time()
-    outcome = player.play_one(
-        2, incidents.Incident(CRASH.name, CRASH.title, CRASH.broker, at_the_page, CRASH.end)
-    )
-    within = [n for n in outcome.pages if n.received_s - outcome.cause_s <= 60]
-    assert len(within) == 1, f"{[n.headline for n in outcome.pages]}\n{_log(player)}"
-    (page,) = within
-    assert page.payload["groupLabels"] == {"cluster": "demo", "cause_broker": str(incidents.KILLED)}
-    alerts = {a["labels"]["alertname"]: a for a in page.payload["alerts"]}
-    assert alerts["KafkaOfflinePartitions"]["labels"]["topic"] == INCIDENT_TOPIC
-    told = json.dumps(page.payload["alerts"])
-    assert PRODUCER in told, f"the page lists the blocked producer: {told}"
+    crash = incidents.Incident(CRASH.name, CRASH.title, CRASH.broker, at_the_page, CRASH.end)
+    outcome = player.play_one(2, crash)
+    incident = (("cause_broker", str(incidents.KILLED)), ("cluster", "demo"))
+    assert outcome.incidents() == {incident}, f"{[n.headline for n in outcome.pages]}\n{_log(player)}"
+    first = outcome.pages[0]
+    alerts = {a["labels"]["alertname"]: a for a in first.payload["alerts"]}
+    assert alerts["KafkaOfflinePartitions"]["labels"]["topic"] == INCIDENT_TOPIC, first.headline
+    told = json.dumps(first.payload["alerts"])
+    assert PRODUCER in told, f"the first notification lists the blocked producer: {told}"
     assert checks["offline"] == set(led)  # Kafka's own view of the outage at the page
     client = checks["client"]
     prefix = f"kafka.producer:type=producer-metrics,client-id={PRODUCER}:"
@@ -202,22 +201,23 @@ def test_a_crash_pages_once_naming_the_broker_and_what_it_broke(stack, player):
     counted = _kafka_unclean(stack)
     assert counted == unclean_before + len(led)
     assert wait_for(lambda: _derived_unclean(stack) == counted, timeout_s=300), _derived_unclean(stack)
-    (unclean,) = until(
+    unclean = until(
         lambda: [
             n for n in stack.pager.pages() if n.received_s > cause_s and "KafkaUncleanLeader" in n.headline
         ],
         timeout_s=120,
-    )[:1]
-    assert unclean.payload["groupLabels"].get("cause_broker") == str(incidents.KILLED), unclean.headline
+    )
+    assert {tuple(sorted(n.payload["groupLabels"].items())) for n in unclean} == {incident}
 
 
 @pytest.mark.timeout(900)
 def test_a_hung_follower_pages_once_naming_the_broker(stack, player):
+    """SIGSTOP of a node for a minute and a half: one incident, the node's (the controller fences it: a broker
+    down that asked nothing), with what it broke; resolved after SIGCONT."""
     outcome = player.play_one(3, HANG)
-    within = [n for n in outcome.pages if n.received_s - outcome.cause_s <= 60]
-    assert len(within) == 1, f"{[n.headline for n in outcome.pages]}\n{_log(player)}"
-    assert within[0].payload["groupLabels"] == {"cluster": "demo", "cause_broker": str(incidents.PAUSED)}
-    assert "KafkaBrokerDown" in within[0].headline
+    incident = (("cause_broker", str(incidents.PAUSED)), ("cluster", "demo"))
+    assert outcome.incidents() == {incident}, f"{[n.headline for n in outcome.pages]}\n{_log(player)}"
+    assert any("KafkaBrokerDown" in n.headline for n in outcome.pages), _log(player)
     assert outcome.resolved_after_s is not None, _log(player)
     assert until(
         lambda: not kafka_tools.describe_topics(stack.kafka.bootstrap, "--under-replicated-partitions"),
@@ -227,8 +227,9 @@ def test_a_hung_follower_pages_once_naming_the_broker(stack, player):
 
 @pytest.mark.timeout(600)
 def test_a_planned_restart_that_outlasts_the_grace_pages_when_it_does(stack, player):
-    """A node stopped with SIGTERM and kept down: no page for the grace (60 s here), then KafkaBrokerDown
-    saying so; it resolves once the node is back."""
+    """A node stopped with SIGTERM and kept down: nothing pages within the grace (45 s here) but the outage
+    of the replication-factor-1 topic, naming the planned restart; then KafkaBrokerDown saying the restart
+    outlasted its grace; it resolves once the node is back."""
     player.settle()
     stopped_s = time.time()
     stack.kafka.shut_down(1)
@@ -247,9 +248,14 @@ def test_a_planned_restart_that_outlasts_the_grace_pages_when_it_does(stack, pla
     assert after > GRACE_S, f"paged {after:.0f} s after the SIGTERM, within the grace"
     down = next(a for a in first.payload["alerts"] if a["labels"]["alertname"] == "KafkaBrokerDown")
     assert "outlasted the grace" in down["annotations"]["summary"]
-    earlier = [n.headline for n in stack.pager.pages() if stopped_s < n.received_s < first.received_s]
-    assert not earlier, earlier
-    assert until(lambda: not player.paging(1), timeout_s=180)
+    earlier = [n for n in stack.pager.pages() if stopped_s < n.received_s < first.received_s]
+    for alert in _alerts(earlier):
+        assert alert["labels"]["alertname"] in OUTAGE_PAGES, alert["labels"]
+        assert "planned restart" in alert["annotations"]["summary"], alert["annotations"]["summary"]
+    held = {"alertname": "KafkaBrokerDown"}
+    assert until(
+        lambda: not [a for a in stack.alertmanager.alerts() if held.items() <= a["labels"].items()], 180
+    )
 
 
 @pytest.mark.spark

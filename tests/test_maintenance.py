@@ -232,6 +232,22 @@ def test_the_events_prove_an_unclean_election_only_when_the_new_leader_is_left_a
     assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 1
 
 
+def test_the_events_prove_an_unclean_election_after_kafka_4_emptied_the_isr():
+    """Kafka 4's eligible leader replicas empty the ISR of a partition whose last in-sync replica leaves:
+    electing that replica again is clean (it was in the last ISR with members); electing the replica that
+    had fallen out before, with unclean.leader.election.enable, is not."""
+    analysis = ReplicationAnalysis()
+    analysis.observe([
+        isr_change(10, [2, 3], [2], 2, "shrink"),  # 3 hangs and falls out
+        isr_change(20, [2], [], -1, "shrink"),  # 2 dies: offline, the ISR emptied
+        isr_change(30, [], [3], 3, "expand"),  # 3 is back and elected uncleanly
+    ])  # fmt: skip
+    assert metrics(analysis)["kobs_unclean_leader_elections_total", ("c",)] == 1
+    clean = ReplicationAnalysis()
+    clean.observe([isr_change(20, [2], [], -1, "shrink"), isr_change(30, [], [2], 2, "expand")])
+    assert metrics(clean)["kobs_unclean_leader_elections_total", ("c",)] == 0
+
+
 def test_kafkas_own_count_wins_over_the_events_where_a_controller_serves_it():
     analysis = ReplicationAnalysis()
     analysis.observe([gauge(names.UNCLEAN_ELECTIONS, t, 1, 0) for t in (0, 15)])
