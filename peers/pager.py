@@ -83,6 +83,22 @@ class Pager(ThreadingHTTPServer):
             and (alertname is None or n.alertname == alertname)
         ]
 
+    def opened_since(self, since_s: float) -> list[Notification]:
+        """The firing page notifications of the incidents opened since ``since_s``, as a pager counts
+        incidents (one per Alertmanager group key): a firing notification opens one unless its group's last
+        notification was firing too (then it updates the open one); a resolved one closes it."""
+        opened: dict[str, float] = {}  # group key -> when its open incident opened
+        found = []
+        for n in self.pages(status=None):
+            key = n.payload["groupKey"]
+            if n.payload["status"] != "firing":
+                opened.pop(key, None)
+                continue
+            opened.setdefault(key, n.received_s)
+            if opened[key] >= since_s:
+                found.append(n)
+        return found
+
     def start(self) -> Pager:
         threading.Thread(target=self.serve_forever, name="pager", daemon=True).start()
         return self

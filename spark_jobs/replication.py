@@ -114,6 +114,25 @@ class _Partition:
     preferred: int | None = None  # the first assigned replica
     in_sync_size: int | None = None  # its replica count when last seen in sync
     since: dict[str, float] = field(default_factory=dict)  # state -> first scrape that saw it
+    cause: dict[str, str] = field(default_factory=dict)  # state -> the broker it was last put down to
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(_Partition(0.0).__dict__ | state)  # state stored before a field was added
+
+    def holds(self, state: str, t_s: float, cause: str = "") -> None:
+        """``state`` holds at ``t_s``, put down to broker ``cause`` ("": the events do not say). Put down to
+        another broker than before, it starts again: the next node of a rolling restart is a new absence,
+        even when no scrape saw the partition whole in between. An unknown cause keeps the known one."""
+        before = self.cause.get(state)
+        if cause and before and cause != before:
+            self.since[state] = t_s
+        self.since.setdefault(state, t_s)
+        if cause:
+            self.cause[state] = cause
+
+    def ends(self, state: str) -> None:
+        self.since.pop(state, None)
+        self.cause.pop(state, None)
 
 
 @dataclass
@@ -280,18 +299,21 @@ class ReplicationAnalysis:
         adding = short and p.in_sync_size is not None and p.replicas > p.in_sync_size
         reassigning = adding and self.ledger.culprit(*key, offline=False) is None
         under_replicated = short and not reassigning
+        offline = p.leader is not None and p.leader < 0
         flags = {
             "under_replicated": under_replicated,
             "under_min_isr": known and p.isr < min_isr,
-            "offline": p.leader is not None and p.leader < 0,
+            "offline": offline,
             "shrunk_to_min_isr": under_replicated and p.isr == min_isr,
             "reassigning": reassigning,
         }
+        culprit = self.ledger.culprit(*key, offline=offline)
+        cause = "" if culprit is None else str(culprit)
         for state, on in flags.items():
             if on:
-                p.since.setdefault(state, t_s)
+                p.holds(state, t_s, cause if state in CAUSED else "")
             else:
-                p.since.pop(state, None)
+                p.ends(state)
 
     def evaluate(self) -> Evaluation:
         self._forget_deleted_partitions()

@@ -117,10 +117,12 @@ def test_a_hung_node_the_checks_admin_client_asked_last_costs_the_check_nothing(
 
 
 @pytest.mark.peers
-def test_a_stopped_broker_loses_its_own_partitions_messages_pages_and_the_others_keep_flowing(
+def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_flowing(
     kafka_cluster, tmp_path, monkeypatch
 ):
-    """The canary on the session cluster, scraped by a real Prometheus with the shipped alert rules."""
+    """The canary on the session cluster, scraped by a real Prometheus with the shipped rules: the stopped
+    broker's loss ratio is recorded under its id. (A failover's few seconds of losses do not page: the
+    burn-rate page needs them over an hour's window too; alerts/kafka_canary.test.yml tests when it does.)"""
     # Its topic checked once, at start: the minutely check would elect the stopped broker's partition back
     # whenever a minute ended after the broker rejoined, before the test looked (a loaded run did).
     monkeypatch.setattr(canary_module, "TOPIC_CHECK_S", 3600.0)
@@ -150,9 +152,10 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_pages_and_the_others
     rules = write_rules(tmp_path / "rules")
     prometheus = Prometheus(tmp_path / "prom", {"kobs-collector": [address]}, rule_files=rules)
 
-    def paging() -> set[str]:
-        firing = 'ALERTS{alertname="KafkaCanaryUnavailable",alertstate="firing"}'
-        return {r["metric"]["broker"] for r in prometheus.query(firing)}
+    def losing() -> set[str]:
+        return {
+            r["metric"]["broker"] for r in prometheus.query('kobs:canary_lost:ratio_rate5m{cluster="c1"} > 0')
+        }
 
     try:
         prometheus.start()
@@ -179,7 +182,7 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_pages_and_the_others
                 timeout_s=60,
             )
             lost = count("kobs_canary_messages_lost_total", victim)
-            paged = wait_for(lambda: str(victim) in paging(), timeout_s=90)  # 1% of 2 minutes' lost, for 30 s
+            recorded = wait_for(lambda: str(victim) in losing(), timeout_s=60)
             failover = wait_for(  # fenced after 6 s here, its partition led by another in-sync replica
                 lambda: [
                     r
@@ -194,9 +197,9 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_pages_and_the_others
             lost,
             {b: count("kobs_canary_messages_received_total", b) - before[b] for b in others},
         )
-        # The shipped rule pages for the stopped broker. (The others' partitions lost the messages their
-        # acks=all waited for the stopped follower with, until it left their ISRs: they may page too.)
-        assert paged, paging()
+        # Prometheus records the stopped broker's losses. (The others' partitions lost the messages their
+        # acks=all waited for the stopped follower with, until it left their ISRs: they may show too.)
+        assert recorded, losing()
         back = count("kobs_canary_messages_received_total", victim)
         assert wait_for(lambda: count("kobs_canary_messages_received_total", victim) > back + 3, timeout_s=60)
 

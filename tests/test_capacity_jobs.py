@@ -107,11 +107,16 @@ def test_throughput_and_producers_from_the_metrics_topic(spark, kafka_cluster, t
         -1.0
     )
 
-    web = (("client_id", "web-frontend"), ("cluster", "prod"))
-    # 4 of 16 partitions lost at 7.5 MB/s: 33554432 B / 1.875 MB/s
+    # 4 of 16 partitions lost at 7.5 MB/s: 33554432 B / 1.875 MB/s; lost with broker 1, their ISR's last one
+    web = (("cause_broker", "1"), ("client_id", "web-frontend"), ("cluster", "prod"))
     assert metrics["kobs_producer_time_to_block_seconds", web] == pytest.approx(32 * MIB / (7.5 * MB / 4))
     assert metrics["kobs_producer_blocked", web] == 0
-    assert metrics["kobs_producer_buffer_utilization_ratio", web] == 0
+    assert (
+        metrics[
+            "kobs_producer_buffer_utilization_ratio", (("client_id", "web-frontend"), ("cluster", "prod"))
+        ]
+        == 0
+    )
 
     history = tmp_path / "history"
     throughput = spark.read.parquet(str(history / "throughput")).collect()

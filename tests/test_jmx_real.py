@@ -54,6 +54,7 @@ CATALOGUE = {
     (RM, "IsrExpandsPerSec", "Count"): names.ISR_EXPANDS,
     (KC, "ActiveControllerCount", "Value"): names.ACTIVE_CONTROLLER,
     (KC, "OfflinePartitionsCount", "Value"): names.OFFLINE_PARTITIONS,
+    (KC, "ControlledShutdownBrokerCount", "Value"): names.CONTROLLED_SHUTDOWN_BROKERS,
     (CS, "UncleanLeaderElectionsPerSec", "Count"): names.UNCLEAN_ELECTIONS,
     (CS, "LeaderElectionRateAndTimeMs", "Count"): names.LEADER_ELECTIONS,
     (TOPICS, "MessagesInPerSec", "Count"): names.MESSAGES_IN,
@@ -72,6 +73,7 @@ CATALOGUE = {
 STEADY = {
     names.UNDER_REPLICATED_PARTITIONS, names.UNDER_MIN_ISR_PARTITIONS, names.PARTITION_COUNT,
     names.LEADER_COUNT, names.ACTIVE_CONTROLLER, names.OFFLINE_PARTITIONS, names.OFFLINE_LOG_DIRS,
+    names.CONTROLLED_SHUTDOWN_BROKERS,
 }  # fmt: skip
 # JmxTool's query: every bean of the catalogue's names, whatever its other keys (one JmxTool run per read)
 CATALOGUE_BEANS = sorted({f"{kind},name={name},*" for kind, name, _ in CATALOGUE})

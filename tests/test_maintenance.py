@@ -2,7 +2,7 @@
 unclean elections the ISR events prove, on hand-built scrapes that follow what a real Kafka 4.3 cluster
 showed (every controller's ControlledShutdownBrokerCount went to 1 at the SIGTERM and stayed 1 until the
 broker registered again; SIGKILL and SIGSTOP left it 0; a replication-factor-1 partition's ISR emptied
-when its only replica left). ``tests/test_paging.py`` plays the same on the real cluster."""
+when its only replica left). ``tests/test_demo_stack.py`` plays the same on the real cluster."""
 
 from __future__ import annotations
 
@@ -165,6 +165,21 @@ def test_each_troubled_partition_is_put_down_to_the_broker_that_left_its_isr():
     assert by_cause(analysis, "kobs_topic_under_min_isr_partitions") == {"": 0, "2": 1}
     rows = {r["partition"]: r for r in analysis.evaluate().history if r["scope"] == "partition"}
     assert {p: r["cause_broker"] for p, r in rows.items()} == {"0": "3", "1": "3", "2": "2"}
+
+
+def test_the_next_broker_of_a_rolling_restart_starts_the_time_under_replicated_again():
+    """No scrape saw the ISR whole between broker 1's return and broker 2's departure (scrapes every 5 s, a
+    restart's full ISR lasting less): the time counts from broker 2's, not from broker 1's."""
+    analysis = ReplicationAnalysis()
+    analysis.observe(metadata(0, "orders", {0: (3, 3, 3)}))
+    analysis.observe(
+        [*metadata(10, "orders", {0: (3, 2, 3)}), isr_change(10, [3, 1, 2], [3, 2], 3, "shrink")]
+    )
+    analysis.observe([*metadata(30, "orders", {0: (3, 2, 3)}), isr_change(30, [3, 2], [3, 1], 3, "shrink")])
+    analysis.observe(metadata(40, "orders", {0: (3, 2, 3)}))
+    assert by_cause(analysis, "kobs_topic_under_replicated_seconds") == {"": 0, "2": 10}
+    analysis.observe(metadata(50, "orders", {0: (3, 3, 3)}))
+    assert by_cause(analysis, "kobs_topic_under_replicated_seconds") == {"": 0}
 
 
 def test_an_offline_partition_is_put_down_to_its_last_replica_with_or_without_eligible_leaders():
