@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from app import CONFIG_ENV
 from common.config import load_config
@@ -43,7 +43,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sub.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> NoReturn:
+    """Check the configuration, then become the Streamlit server (exec): a SIGTERM or Ctrl-C reaches the
+    server itself, which closes its port; no child is left listening."""
     load_config(args.config)  # a bad file is refused here, with its one-line error, not in every page
-    env = {**os.environ, **app_env(args.config)}
-    return subprocess.run(streamlit_argv(args.port, args.address), env=env).returncode
+    argv = streamlit_argv(args.port, args.address)
+    sys.stdout.flush()
+    os.execve(argv[0], argv, {**os.environ, **app_env(args.config)})

@@ -91,7 +91,11 @@ def rendered_once(app: Callable, version: Callable[[], Hashable]) -> Callable:
 
 
 class _Quiet(WSGIRequestHandler):
-    """No access log on stderr: Prometheus scrapes every few seconds."""
+    """No access log on stderr: Prometheus scrapes every few seconds. The request target as sent is in the
+    environ's ``RAW_URI`` (as gunicorn names it): ``PATH_INFO`` has its escapes decoded, as Latin-1."""
+
+    def get_environ(self) -> dict:
+        return {**super().get_environ(), "RAW_URI": self.path}
 
     def log_message(self, format: str, *args) -> None:
         pass

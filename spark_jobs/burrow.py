@@ -26,6 +26,7 @@ import json
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote, unquote
 
 from spark_jobs.lag_status import Commit, group_status
 
@@ -35,10 +36,12 @@ NOT_FOUND = 404
 
 
 def respond(path: str, clusters: Sequence[str], rows: Rows, host: str) -> tuple[int, JsonObject | str]:
-    """Status code and body of a GET of ``path``, given the configured ``clusters`` and each one's latest lag
+    """Status code and body of a GET of ``path`` (as sent: percent-escaped UTF-8, so that a group named
+    ``team/a`` is one segment, ``team%2Fa``), given the configured ``clusters`` and each one's latest lag
     rows (``spark_jobs.lag_tracker.PartitionLag`` fields); ``host`` names the responder as Burrow does."""
-    request = {"url": path, "host": host}
-    match path.rstrip("/").split("/")[1:]:
+    segments = [unquote(s) for s in path.rstrip("/").split("/")]
+    request = {"url": "/".join(segments), "host": host}
+    match segments[1:]:
         case ["burrow", "admin"]:
             return 200, "GOOD"
         case ["v3", "kafka"]:
@@ -121,9 +124,17 @@ class BurrowApi:
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
             code, body = 405, {"error": True, "message": "read-only: only GET is served", "result": {}}
         else:
-            code, body = respond(environ.get("PATH_INFO", "/"), self.clusters, self.latest(), self.host)
+            code, body = respond(raw_path(environ), self.clusters, self.latest(), self.host)
         text, kind = (body, "text/plain") if isinstance(body, str) else (json.dumps(body), "application/json")
         payload = text.encode()
         reason = {200: "OK", NOT_FOUND: "Not Found", 405: "Method Not Allowed"}[code]
         start_response(f"{code} {reason}", [("Content-Type", kind), ("Content-Length", str(len(payload)))])
         return [payload]
+
+
+def raw_path(environ: dict) -> str:
+    """The request's path as sent: ``RAW_URI`` without its query where the server gives it; else
+    ``PATH_INFO`` escaped again (a WSGI server decodes it as Latin-1; an escaped ``/`` is lost there)."""
+    if raw := environ.get("RAW_URI"):
+        return raw.split("?", 1)[0]
+    return quote(environ.get("PATH_INFO", "/").encode("latin-1"), safe="/")

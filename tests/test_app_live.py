@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ import pytest
 from app_data import ROLLING_RESTART, SERIES, write_config, write_history
 from derived_exporter import DerivedExporter
 from streamlit.testing.v1 import AppTest
+from waiting import until
 
 from app import live
 from app.prometheus import PrometheusClient, PrometheusUnavailable
@@ -221,6 +224,27 @@ def test_a_bad_configuration_is_one_line_in_the_page_and_in_kobs_app(tmp_path, m
     )
     assert done.returncode == 2 and done.stderr.startswith(f"kobs: config error in {bad}: ")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_kobs_app_ends_on_sigterm_and_leaves_no_listener(tmp_path):
+    """``kobs app`` is the Streamlit server itself: a SIGTERM to the PID that was started closes the port."""
+    config = write_config(tmp_path / "kobs.yaml", "http://127.0.0.1:1", tmp_path)
+    port = free_port()
+    command = [sys.executable, "-m", "kobs.cli", "app", "--config", str(config), "--port", str(port)]
+    app = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert until(lambda: _listening(port), timeout_s=60), "kobs app never listened"
+        app.send_signal(signal.SIGTERM)
+        app.wait(30)
+        assert not _listening(port)
+    finally:
+        app.kill()
+        app.wait(10)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 class _Misbehaving:

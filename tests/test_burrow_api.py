@@ -8,16 +8,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
 from stream_run import offsets_batch, produce, served_after_run
 
 from collectors.offsets import OffsetsSource
 from common.config import Cluster, Config
+from common.serving import serve_metrics
 from peers import kafka_tools
 from peers.process import free_port
 from peers.stack import create_topic
@@ -101,6 +104,29 @@ def test_other_paths_and_methods_say_what_is_not_served():
         {"REQUEST_METHOD": "DELETE", "PATH_INFO": "/v3/kafka/c/consumer/g"}, lambda s, h: answers.append(s)
     )
     assert answers == ["405 Method Not Allowed"] and json.loads(b"".join(body))["error"] is True
+
+
+@pytest.mark.parametrize("group", ["grün-组", "team/a", "a b%"])
+def test_any_group_name_is_one_path_segment_served_as_sent(group):
+    """Kafka allows any group name: escaped as clients escape a path segment (UTF-8, ``/`` as ``%2F``), it is
+    read back whole through the exporter's real HTTP server, listed and its status found."""
+    rows = {"c": [row("t", 0, "OK", 0, group=group)]}
+    server, _ = serve_metrics(f"127.0.0.1:{free_port()}", CollectorRegistry(), "k", _mounted(rows))
+    base = f"http://127.0.0.1:{server.server_port}/v3/kafka/c/consumer"
+    try:
+        with urllib.request.urlopen(base, timeout=10) as listing:
+            assert json.loads(listing.read())["consumers"] == [group]
+        with urllib.request.urlopen(f"{base}/{urllib.parse.quote(group, safe='')}/status", timeout=10) as got:
+            status = json.loads(got.read())["status"]
+        assert (status["group"], status["status"]) == (group, "OK")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _mounted(rows) -> dict:
+    api = BurrowApi(["c"], lambda: rows)
+    return dict.fromkeys(api.prefixes, api)
 
 
 # What a commit gets while the group's coordinator is not ready yet (right after the cluster started, the
