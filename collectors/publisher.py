@@ -18,7 +18,7 @@ the confluent-kafka producer and the on-disk :class:`~collectors.spool.Spool`:
 A record purged while in flight may already have been written by a broker that then died; those few are
 delivered at least once (the contract asks readers to be idempotent on key and ``ts``). Counters count
 samples plus events: ``sent`` (delivered directly), ``spooled``, ``replayed`` (delivered from the spool) and
-``dropped`` (queue full or spool at ``spool_max_bytes``).
+``dropped`` (queue full, spool at ``spool_max_bytes`` or its disk full).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class Publisher:
         self._replay: list[Record] = []  # the spool segment being replayed
         self._replay_done: set[int] = set()
         self._next_probe = 0.0
+        self._disk_full = False  # logged once per change
 
     @classmethod
     def from_config(cls, config: Config, **kwargs: Any) -> Publisher:
@@ -163,21 +164,30 @@ class Publisher:
 
     # -- sender thread ----------------------------------------------------------------------------------
     def _run(self) -> None:
+        """The sender loop; an unexpected error is logged in one line and the loop goes on a second later: the
+        thread never dies while the collector runs."""
         while not self._stop.is_set():
-            self._producer.poll(0.02)
-            if self._down:
-                self._fail_over()
-            if not self._healthy:
-                self._spool_queue()
-                self._probe()
-            elif not self._spool.empty or self._replay:
-                self._spool_queue()
-                self._step_replay()
-            else:
-                self._send_queue()
+            try:
+                self._turn()
+            except Exception as exc:  # whatever it was, scrapes keep coming
+                log.error("publisher: %s: %s; going on in 1 s", type(exc).__name__, exc)
+                self._stop.wait(1.0)
         self._take_back()  # anything still outstanding is kept in the spool for the next start
         self._spool_queue()
         self._spool.close()
+
+    def _turn(self) -> None:
+        self._producer.poll(0.02)
+        if self._down:
+            self._fail_over()
+        if not self._healthy:
+            self._spool_queue()
+            self._probe()
+        elif not self._spool.empty or self._replay:
+            self._spool_queue()
+            self._step_replay()
+        else:
+            self._send_queue()
 
     def _on_error(self, err: KafkaError) -> None:
         if err.code() == KafkaError._ALL_BROKERS_DOWN or err.fatal():
@@ -269,6 +279,13 @@ class Publisher:
             self.stats.spooled += record.items
         else:
             self._count(dropped=record.items, pending=record.items)
+        if self._spool.full != self._disk_full:
+            self._disk_full = self._spool.full
+            if self._disk_full:
+                log.error("spool %s: the disk is full: records are dropped (counted) until it has room",
+                          self._spool.directory)  # fmt: skip
+            else:
+                log.info("spool %s: the disk has room again", self._spool.directory)
 
     def _spool_queue(self) -> None:
         while True:

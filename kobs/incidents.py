@@ -257,9 +257,11 @@ class Player:
 
     def wait(self, check, timeout_s: float):
         """``check()`` once a second until it is truthy, ``timeout_s`` passes or the player is stopped; its
-        last value (None when stopped)."""
+        last value (None when stopped). A node that ends itself meanwhile is started again, and said so."""
         deadline = time.monotonic() + timeout_s
         while not self.stopped.is_set():
+            for node_id, code in self.stack.kafka.revive():
+                self.say(f"  node {node_id} ended itself (exit code {code}; its log says why): started again")
             found = check()
             if found or time.monotonic() > deadline:
                 return found

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -54,6 +55,9 @@ GROUP_GAUGES = {
 # The largest offset a sample carries exactly (the contract's values are doubles); the tracker holds
 # offsets as 64-bit integers, so a NaN, an infinity or a value past this is no offset.
 MAX_OFFSET = 2**53
+# A group missing from this many group listings of its cluster since it was last listed was deleted: its
+# windows are forgotten (one listing may miss a group whose coordinator is moving).
+DELETED_AFTER_LISTINGS = 2
 LABELS = {m.name: m.labels for m in DERIVED_METRICS}
 MEMBER_LABELS = frozenset(("topic", "partition", "client_id", "host"))
 log = logging.getLogger(__name__)
@@ -71,10 +75,11 @@ class LagAnalysis:
     def __init__(self, window: int = 10):
         self.tracker = LagTracker(window)
         self.groups: dict[tuple[str, str], GroupSeen] = {}  # (cluster, group)
+        self.listings: dict[str, list[float]] = {}  # cluster -> times of its newest group listings
         self.skipped = 0  # samples without topic, partition (and group for commits) or a finite value
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update({"groups": {}} | state)  # state stored before group states were kept
+        self.__dict__.update({"groups": {}, "listings": {}} | state)  # state stored before these were kept
 
     def observe(self, observations: Iterable[Observation | Samples]) -> None:
         offsets = {name: ([], [], []) for name in INPUT_NAMES}  # keys, times, values
@@ -86,6 +91,7 @@ class LagAnalysis:
                 skipped += not self._group(o)
         for name, read in offsets.items():
             self.tracker.add(name, *read)
+        self._forget_deleted_groups()
         if skipped:
             self.skipped += skipped
             log.warning("lag: skipped %d samples without topic/partition/group or not an offset", skipped)
@@ -125,11 +131,30 @@ class LagAnalysis:
             seen.members = int(o.value)
         elif o.name == GROUP_INFO and "state" in labels:
             seen.state = labels["state"]
+            listings = self.listings.setdefault(o.cluster, [])
+            if o.t_s not in listings:
+                insort(listings, o.t_s)
+                del listings[:-DELETED_AFTER_LISTINGS]
         elif o.name == GROUP_PARTITION_MEMBER and labels.keys() >= MEMBER_LABELS:
             seen.assigned[labels["topic"], labels["partition"]] = (labels["client_id"], labels["host"])
         else:
             return False
         return True
+
+    def _forget_deleted_groups(self) -> None:
+        """Forget the groups (state, members, committed offsets) that the newest listings of their cluster
+        no longer name: deleted, or expired by Kafka's ``offsets.retention.minutes``."""
+        gone = {
+            key
+            for key, seen in self.groups.items()
+            if len(listed := self.listings.get(key[0], ())) == DELETED_AFTER_LISTINGS and seen.t_s < listed[0]
+        }
+        if gone:
+            for key in gone:
+                del self.groups[key]
+            self.tracker.forget_groups(gone)
+            named = ", ".join(f"{c}/{g}" for c, g in sorted(gone)[:5]) + (" ..." if len(gone) > 5 else "")
+            log.info("lag: %d consumer groups no longer listed (deleted) forgotten: %s", len(gone), named)
 
     def evaluate(self) -> Evaluation:
         report = self.tracker.evaluate()

@@ -100,6 +100,10 @@ class LagTracker:
         kinds = dict(zip(INPUT_NAMES, (self._commits, self._ends, self._starts), strict=True))
         kinds[name].add(keys, times, values)
 
+    def forget_groups(self, gone: set[tuple[str, str]]) -> None:
+        """Forget the committed offsets of the (cluster, group)s in ``gone``: deleted groups."""
+        self._commits.drop(lambda key: key[:2] in gone)
+
     def evaluate(self) -> LagReport:
         """Lag of every group partition whose end offset has been seen, and the status of every group."""
         commits, ends, starts = self._commits, self._ends, self._starts

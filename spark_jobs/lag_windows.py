@@ -8,7 +8,7 @@ per window cost a Python call per window and per sample.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -61,6 +61,14 @@ class Windows:
             self._append(rows, t, v)  # the usual batch: one newer scrape of each series
         else:
             self._merge(rows, t, v)
+
+    def drop(self, gone: Callable[[tuple], bool]) -> None:
+        """Forget the series whose key ``gone`` says."""
+        kept = [i for i, key in enumerate(self.keys) if not gone(key)]
+        if len(kept) < len(self.keys):
+            self.keys = [self.keys[i] for i in kept]
+            self.rows = _index(self.keys)
+            self.times, self.values = self.times[kept], self.values[kept]
 
     def _rows(self, keys: Sequence[tuple]) -> np.ndarray:
         """The rows of ``keys``, adding those not seen before (all rows kept in key order)."""

@@ -17,7 +17,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ListConsumerGroupsResult, NewTopic
 from gc_off import cyclic_collector_off
 from waiting import asked_last, until
@@ -35,6 +42,8 @@ from peers import kafka_tools
 from peers.kafka import KafkaCluster
 from peers.process import free_port
 from peers.stack import create_topic
+from spark_jobs.analysis import Observation
+from spark_jobs.lag import LagAnalysis
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -781,3 +790,57 @@ def test_each_assigned_partitions_member_is_the_one_kafka_consumer_groups_names(
             1: ("/127.0.0.1", "member-app"),
         }
     )
+
+
+@pytest.mark.timeout(600)
+def test_deleted_groups_leave_the_lag_two_scrapes_after_kafka_stops_listing_them(kafka_cluster):
+    """2,000 groups commit on the real cluster and are read (the offsets source, then the lag analysis); all
+    are deleted with the Admin API; as soon as Kafka's own kafka-consumer-groups --list no longer names them,
+    two scrapes later the lag analysis has forgotten them: no row, no status series (they once stayed ERR and
+    their alerts pending for good). A group kept beside them stays."""
+    topic, prefix = f"churn-{os.getpid()}", f"churned-{time.time_ns()}-"
+    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
+    _produce(kafka_cluster.bootstrap, topic)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap})
+    churned = [f"{prefix}{i}" for i in range(2000)]
+    offsets = [TopicPartition(topic, 0, 1)]
+    for group in [*churned, f"{prefix}kept"]:
+        request = ConsumerGroupTopicPartitions(group, offsets)
+        # the first commits may find the offsets topic loading: an error on the partition, asked again
+        assert until(
+            lambda r=request: all(
+                tp.error is None
+                for tp in admin.alter_consumer_group_offsets([r])[r.group_id].result(30).topic_partitions
+            ),
+            timeout_s=30,
+        )
+    source = OffsetsSource(Cluster(name="churn", bootstrap_servers=[kafka_cluster.bootstrap]), timeout_s=60)
+    analysis = LagAnalysis()
+
+    def scrape() -> set[str]:
+        """The groups of this test the lag analysis holds after one more scrape."""
+        batch = source.collect().batch
+        analysis.observe(
+            Observation(
+                s.name, batch.cluster, batch.source, dict(s.labels), batch.ts_ms / 1000, s.value, None
+            )
+            for s in batch.samples
+        )
+        return {r["group"] for r in analysis.evaluate().history if r["group"].startswith(prefix)}
+
+    everyone = {*churned, f"{prefix}kept"}
+    # a read gives up on the coordinators' answers at its timeout and takes them at the next
+    assert any(scrape() == everyone for _ in range(5))
+    for done in admin.delete_consumer_groups(churned, request_timeout=60).values():
+        done.result(60)
+    listed = kafka_tools.run_tool(
+        "kafka-consumer-groups", "--bootstrap-server", kafka_cluster.bootstrap, "--list"
+    )
+    assert not {g for g in listed.split() if g.startswith(prefix)} & set(churned)  # Kafka's word: gone
+    scrape()
+    held = scrape()
+    assert held == {f"{prefix}kept"}
+    statuses = {
+        labels[1] for name, labels, _ in analysis.evaluate().metrics if name == "kobs_consumergroup_status"
+    }
+    assert {g for g in statuses if g.startswith(prefix)} == {f"{prefix}kept"}

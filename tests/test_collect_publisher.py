@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import subprocess
 import time
 from collections import Counter, defaultdict
 
@@ -13,7 +14,7 @@ from waiting import wait_for
 
 from collectors import publisher as publisher_module
 from collectors.publisher import Publisher
-from collectors.spool import Record, Spool
+from collectors.spool import Record, Spool, read_segment
 from collectors.topic import TopicError
 from common.config import Config
 from common.contract import Batch, Sample, decode
@@ -323,3 +324,51 @@ def test_broker_stopped_mid_publish_spools_and_replays_exactly_once(tmp_path):
     finally:
         publisher.close(timeout_s=5)
         cluster.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 256 KiB file system (tmpfs, mounted as root) that a spool can fill."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def test_a_full_spool_disk_drops_counted_records_and_the_publisher_lives_on(small_disk, caplog):
+    """The metrics topic unreachable and the spool's disk full ("No space left on device" once killed the
+    publisher thread and left a torn frame): every record is spooled or counted dropped, each segment holds
+    whole frames only, one line says the disk is full; once there is room the spool takes records again."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * 160 * 1024)
+    spool = Spool(small_disk / "spool", max_bytes=10**9, segment_bytes=16 * 1024)
+    settings = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "log_level": 2}  # no FAIL line a retry
+    publisher = Publisher(settings, TOPIC, spool, probe_interval_s=0.5).start()
+    caplog.set_level(logging.INFO, logger="collectors.publisher")
+    submitted = 0
+    try:
+        for seq in range(3000):
+            submitted += 3 * publisher.submit(_batch("jmx/broker-1", seq))
+            time.sleep(0.001)
+        assert wait_for(lambda: publisher.stats.dropped > 0 and publisher.queue_depth == 0, timeout_s=30)
+        dropped = publisher.stats.dropped
+        filler.unlink()  # room again
+        for seq in range(3000, 3100):
+            submitted += 3 * publisher.submit(_batch("jmx/broker-1", seq))
+        assert wait_for(lambda: publisher.queue_depth == 0, timeout_s=30)
+        assert publisher._thread.is_alive()
+    finally:
+        publisher.close(timeout_s=0)
+    stats = publisher.stats
+    assert stats.spooled + stats.dropped == submitted and stats.sent == 0
+    assert stats.dropped == dropped  # nothing dropped once there was room
+    segments = sorted((small_disk / "spool").glob("*.spool"))
+    frames = [record for segment in segments for record in read_segment(segment)]
+    assert sum(p.stat().st_size for p in segments) == sum(r.size for r in frames)  # no torn frame anywhere
+    assert sum(r.items for r in frames) == stats.spooled
+    full = [r.message for r in caplog.records if "the disk is full" in r.message]
+    assert len(full) == 1 and str(spool.directory) in full[0]
+    assert any("the disk has room again" in r.message for r in caplog.records)

@@ -168,6 +168,35 @@ def test_groups_state_and_members_are_the_newest_scrapes_and_a_deleted_group_lea
     }
 
 
+def test_a_group_no_longer_listed_twice_is_forgotten_with_its_lag():
+    """Kafka's listing stops naming a deleted group: missing from one listing its lag is still served (a
+    coordinator moving may hide a group for a scrape), from two it is forgotten; another cluster's listings
+    forget nothing of this one."""
+
+    def scrape(t_s, groups, cluster="c"):
+        tp = {"topic": "t", "partition": "0"}
+        out = [Observation(PARTITION_END_OFFSET, cluster, "admin/offsets", tp, t_s, 100 + t_s, None)]
+        for g in groups:
+            out += [group_sample(GROUP_INFO, t_s, g, 1, cluster, state="empty"),
+                    group_sample(GROUP_COMMITTED_OFFSET, t_s, g, 40, cluster, **tp)]  # fmt: skip
+        return out
+
+    analysis = LagAnalysis()
+    analysis.observe([*scrape(10, ["kept", "deleted"]), *scrape(10, ["deleted"], cluster="d")])
+    analysis.observe(scrape(20, ["kept"]))
+    assert {r["group"] for r in analysis.evaluate().history} == {"kept", "deleted"}
+    analysis.observe(scrape(30, ["kept"]))
+    rows = analysis.evaluate().history
+    assert {(r["cluster"], r["group"]) for r in rows} == {("c", "kept"), ("d", "deleted")}
+    assert ("kobs_consumergroup_status", ("c", "deleted")) not in {
+        (n, k) for n, k, _ in analysis.evaluate().metrics
+    }
+    restored = pickle.loads(pickle.dumps(analysis))
+    restored.observe(scrape(40, ["kept", "deleted"]))  # created again: a new group, its window from now
+    again = {(r["cluster"], r["group"]): r for r in restored.evaluate().history}
+    assert again["c", "deleted"]["complete"] == 0.1 and again["c", "kept"]["complete"] == 0.4  # 1, 4 of 10
+
+
 def test_partition_offsets_are_the_newest_scrapes_end_and_log_start():
     analysis = LagAnalysis()
     offsets = [
