@@ -381,9 +381,19 @@ class KafkaCluster:
         self.down.add(node_id)
         self.nodes[node_id].stop(timeout_s)
 
-    def start_node(self, node_id: int) -> None:
-        """Start a node that was shut down or killed, on the same ports and data; wait until it is ready."""
-        self.nodes[node_id].start()
+    def start_node(self, node_id: int, attempts: int = 3) -> None:
+        """Start a node that was shut down or killed, on the same ports and data; wait until it is ready. A
+        start that fails is tried again, up to ``attempts`` in all, as systemd's ``Restart=on-failure``
+        would: on a loaded 2-core machine a restarting node ended itself, or hung past its start timeout, on
+        "Unhandled fault in MetadataLoader#handleCommit" (a ClosedChannelException reading its metadata
+        log)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.nodes[node_id].start()
+                break
+            except PeerError:
+                if attempt == attempts:
+                    raise
         self.down.discard(node_id)
 
     def restart(self, node_id: int) -> None:
@@ -394,17 +404,15 @@ class KafkaCluster:
         self.start_node(node_id)
 
     def revive(self) -> list[tuple[int, int | None]]:
-        """Start again, as systemd's ``Restart=on-failure`` would, every node that exited on its own (not
-        stopped or killed here): Kafka ends itself on a fault it cannot handle (a loaded 2-core run saw a
-        node restarted in a rolling restart end itself 50 s after it was ready: "Unhandled fault in
-        MetadataLoader#handleCommit", a ClosedChannelException reading its metadata log). Returns (node,
-        exit code) of each."""
+        """Start again (:meth:`start_node`) every node that exited on its own, not stopped or killed here:
+        Kafka ends itself on a fault it cannot handle, also after it was ready (the fault above, 50 s after
+        a restart). Returns (node, exit code) of each."""
         revived = []
         for node_id, node in self.nodes.items():
             if node_id not in self.down and node.pid is not None and not node.running:
                 revived.append((node_id, node.returncode))
                 node.stop()
-                node.start()
+                self.start_node(node_id)
         return revived
 
     def stop(self) -> None:

@@ -210,11 +210,10 @@ def test_a_stopped_broker_loses_its_own_partitions_messages_and_the_others_keep_
         rows = wait_for(healed, timeout_s=60)
         assert rows, "the stopped broker never rejoined every ISR"
         assert failover, "the stopped broker's partition was never led by another replica"
-        # Still away from its broker, as Kafka said the moment the broker was back in every ISR. (Kafka's
-        # controller elects preferred leaders too, on a 300 s timer an imbalance starts:
-        # leader.imbalance.check.interval.seconds; it could fall in those few seconds, rarely.)
-        assert [r.leader != r.replicas[0] for r in rows].count(True) == 1, rows
-        canary.check_topic(admin)  # its minutely check: preferred leaders elected back
+        # Its partition is most often still away from it now; Kafka's controller elects preferred leaders too,
+        # on its 300 s timer (leader.imbalance.check.interval.seconds), which a CI run saw fall in the few
+        # seconds since the broker was back in every ISR. The canary's minutely check elects them back.
+        canary.check_topic(admin)
         rows = kafka_tools.describe_topics(kafka_cluster.bootstrap, topic=topic)
         assert all(r.leader == r.replicas[0] for r in rows), rows
     finally:
