@@ -9,6 +9,7 @@ line, what is missing and why, what fires since when) is tested fast. Thresholds
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ RESTART_QUERIES = {
 }
 PLANNED, OVERDUE = 1, 2  # kobs_broker_maintenance: in a planned restart, and past its grace (it pages)
 EXPORTER_JOB = "kobs-exporter"
+# What Markdown reads inside a line (emphasis, code, links and Streamlit's :colour[...] directives, HTML,
+# strikethrough, LaTeX), each escaped by a backslash as CommonMark allows
+MARKDOWN_SIGNS = re.compile(r"([\\`*_\[\]<>~$])")
 # Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
 THROUGHPUT_TABLE = "throughput"
 THROUGHPUT_COLUMNS = ("cluster", "broker", "topic", "at_s", "bytes_in_per_s", "stored_bytes")
@@ -300,15 +304,22 @@ def runway_table(runway_days: pd.DataFrame, stored_bytes: pd.DataFrame) -> pd.Da
     return table.sort_values(["runway_days", "broker"]).drop(columns=["stored_bytes"])
 
 
+def plain(text: str) -> str:
+    """``text`` (a name from Kafka, an alert's words) shown as written where Streamlit renders Markdown
+    inside a sentence (:data:`MARKDOWN_SIGNS` escaped)."""
+    return MARKDOWN_SIGNS.sub(r"\\\1", text)
+
+
 def firing_lines(alerts: Sequence[Firing], now_s: float) -> list[tuple[str, str]]:
     """(severity, markdown sentence) per firing alert for the header: pages first, then the longest firing;
-    the alert's name links its runbook."""
+    the alert's name links its runbook; its words (which carry topic and group names) show as written."""
     ordered = sorted(alerts, key=lambda a: (a.severity != "page", a.since_s, a.alertname))
     return [
         (
             a.severity,
-            f"{f'[{a.alertname}]({a.runbook_url})' if a.runbook_url else a.alertname} ({a.severity}): "
-            f"{a.summary or 'no summary'} — for {duration_text(max(now_s - a.since_s, 0.0))}",
+            f"{f'[{plain(a.alertname)}]({a.runbook_url})' if a.runbook_url else plain(a.alertname)} "
+            f"({a.severity}): {plain(a.summary or 'no summary')} — for "
+            f"{duration_text(max(now_s - a.since_s, 0.0))}",
         )
         for a in ordered
     ]
@@ -354,28 +365,30 @@ def restart_lines(restarts: pd.DataFrame) -> list[tuple[str, str]]:
 def unhealthy_sentence(
     timed: Mapping[str, pd.DataFrame], brokers: pd.DataFrame, blocked: pd.DataFrame, restarts: pd.DataFrame
 ) -> tuple[str, str]:
-    """(level, sentence) of what is unhealthy now: each topic's partition states with the time in them (frames
-    of TIMED_STATES, by its words), longest first; brokers down outside a planned restart (of all
-    ``kobs_broker_up``); blocked producers; then the brokers in a planned restart (rows of planned_restarts),
-    never called down. Level is error; warning when all there is is planned restarts within their grace;
-    success; or info when no broker series exists: the pipeline has not reported, and health is unknown, not
-    good."""
+    """(level, markdown sentence, names as written) of what is unhealthy now: each topic's partition
+    states with the time in them (frames of TIMED_STATES, by its words), longest first; brokers down
+    outside a planned restart (of all ``kobs_broker_up``); blocked producers; then the brokers in a
+    planned restart (rows of planned_restarts), never called down. Level is error; warning when all there
+    is is planned restarts within their grace; success; or info when no broker series exists: the pipeline
+    has not reported, and health is unknown, not good."""
     if brokers.empty:
         return "info", "Health unknown: no kobs_broker_up from Prometheus yet."
     rows = [
-        (r["value"], f"{r['cluster']}/{r['topic']} {words} for {duration_text(r['value'])}")
+        (r["value"], f"{plain(r['cluster'])}/{plain(r['topic'])} {words} for {duration_text(r['value'])}")
         for words, frame in timed.items()
         for r in frame.to_dict("records")
         if r["value"] > 0
     ]
     said = [text for _, text in sorted(rows, key=lambda row: -row[0])]
     said += [
-        f"{r['cluster']} broker {r['broker']} down"
+        f"{plain(r['cluster'])} broker {r['broker']} down"
         for r in unplanned_down(brokers, restarts).to_dict("records")
     ]
-    said += [f"{r['cluster']}/{r['client_id']} blocked in send()" for r in blocked.to_dict("records")]
+    said += [
+        f"{plain(r['cluster'])}/{plain(r['client_id'])} blocked in send()" for r in blocked.to_dict("records")
+    ]
     planned = [
-        f"{r['cluster']} broker {r['broker']} in a planned restart for {duration_text(r['seconds'])}"
+        f"{plain(r['cluster'])} broker {r['broker']} in a planned restart for {duration_text(r['seconds'])}"
         + (", overdue" if r["maintenance"] >= OVERDUE else "")
         for r in restarts.to_dict("records")
     ]

@@ -101,7 +101,7 @@ def topics(config: Config, prom: PrometheusClient) -> None:
     if trouble.empty:
         st.success("Every partition has a leader and a full ISR.")
     else:
-        st.error(f"Topics in trouble: {', '.join(trouble['topic'])}")
+        st.error(f"Topics in trouble: {', '.join(map(live.plain, trouble['topic']))}")
     columns = {
         "one replica from min ISR": st.column_config.NumberColumn(
             help="Under-replicated partitions whose ISR is down to min.insync.replicas: one more replica "

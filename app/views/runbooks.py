@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app import runbooks
+from app import live, runbooks
 
 books = runbooks.load()
 st.title("Runbooks")
@@ -19,7 +19,8 @@ if alert:
         st.caption(f"From docs/runbooks/{book.file}. The other alerts of this runbook follow below.")
         st.query_params["file"] = book.file
     else:
-        st.error(f"No runbook has a section for alert {alert!r}; the runbooks are listed below.")
+        asked = live.plain(repr(alert))
+        st.error(f"No runbook has a section for alert {asked}; the runbooks are listed below.")
 names = list(books)
 chosen = st.query_params.get("file")
 file = st.selectbox("Runbook", names, index=names.index(chosen) if chosen in names else 0)
