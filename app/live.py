@@ -60,6 +60,9 @@ EXPORTER_JOB = "kobs-exporter"
 # What Markdown reads inside a line (emphasis, code, links and Streamlit's :colour[...] directives, HTML,
 # strikethrough, LaTeX), each escaped by a backslash as CommonMark allows
 MARKDOWN_SIGNS = re.compile(r"([\\`*_\[\]<>~$])")
+# GitHub-flavoured Markdown links bare https://..., www.... and e-mail addresses whatever their escapes: an
+# invisible zero-width space in "://", "www." and before "@" breaks them
+AUTOLINKED = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
 # Columns the throughput history table must have for the stored-data scatter (one row per broker and time).
 THROUGHPUT_TABLE = "throughput"
 THROUGHPUT_COLUMNS = ("cluster", "broker", "topic", "at_s", "bytes_in_per_s", "stored_bytes")
@@ -306,8 +309,8 @@ def runway_table(runway_days: pd.DataFrame, stored_bytes: pd.DataFrame) -> pd.Da
 
 def plain(text: str) -> str:
     """``text`` (a name from Kafka, an alert's words) shown as written where Streamlit renders Markdown
-    inside a sentence (:data:`MARKDOWN_SIGNS` escaped)."""
-    return MARKDOWN_SIGNS.sub(r"\\\1", text)
+    inside a sentence (:data:`MARKDOWN_SIGNS` escaped, :data:`AUTOLINKED` broken)."""
+    return AUTOLINKED.sub("\u200b", MARKDOWN_SIGNS.sub(r"\\\1", text))
 
 
 def firing_lines(alerts: Sequence[Firing], now_s: float) -> list[tuple[str, str]]:

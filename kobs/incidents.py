@@ -244,9 +244,9 @@ class Player:
         )
 
     def pages_since(self, since_s: float) -> tuple[Notification, ...]:
-        """The page notifications of the incidents opened since ``since_s`` (not the updates of one opened
-        before, such as an unclean election's page that stays 10 minutes)."""
-        return tuple(self.stack.pager.opened_since(since_s))
+        """The page notifications since ``since_s`` that tell of an alert fired since then (not a group's
+        update that only repeats older alerts, such as an unclean election's page held 10 minutes)."""
+        return tuple(self.stack.pager.news_since(since_s))
 
     def pipeline_live(self) -> bool:
         query = f'kobs_producer_blocked{{job="kobs-exporter",cluster="demo",client_id="{PRODUCER}"}}'

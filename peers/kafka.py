@@ -152,7 +152,7 @@ class KafkaNode(ManagedProcess):
             argv,
             run_dir,
             self._ready,
-            start_timeout_s=90,
+            start_timeout_s=180,  # a loaded 2-core CI run took 44 s to start a restarted node's controller
             ports=(port, jmx_port, self.exporter_port, *other_ports),
         )
 

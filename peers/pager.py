@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -83,21 +84,20 @@ class Pager(ThreadingHTTPServer):
             and (alertname is None or n.alertname == alertname)
         ]
 
-    def opened_since(self, since_s: float) -> list[Notification]:
-        """The firing page notifications of the incidents opened since ``since_s``, as a pager counts
-        incidents (one per Alertmanager group key): a firing notification opens one unless its group's last
-        notification was firing too (then it updates the open one); a resolved one closes it."""
-        opened: dict[str, float] = {}  # group key -> when its open incident opened
-        found = []
-        for n in self.pages(status=None):
-            key = n.payload["groupKey"]
-            if n.payload["status"] != "firing":
-                opened.pop(key, None)
-                continue
-            opened.setdefault(key, n.received_s)
-            if opened[key] >= since_s:
-                found.append(n)
-        return found
+    def news_since(self, since_s: float) -> list[Notification]:
+        """The firing page notifications received since ``since_s`` that tell of an alert fired since then:
+        not a group's update that only repeats or resolves older alerts (an unclean election's page, held 10
+        minutes, keeps its broker's group notifying)."""
+        since = datetime.fromtimestamp(since_s, UTC)
+        return [
+            n
+            for n in self.pages()
+            if n.received_s >= since_s
+            and any(
+                a["status"] == "firing" and datetime.fromisoformat(a["startsAt"]) >= since
+                for a in n.payload["alerts"]
+            )
+        ]
 
     def start(self) -> Pager:
         threading.Thread(target=self.serve_forever, name="pager", daemon=True).start()

@@ -53,15 +53,13 @@ def test_points_with_a_missing_value_are_left_out_never_turned_into_a_verdict():
 
 
 def test_names_in_alert_text_show_as_written_not_as_markdown():
-    """A consumer group may be named like a Markdown link or emphasis; CommonMark reads a backslash-escaped
-    sign as itself."""
+    """A consumer group may be named like a Markdown link, emphasis or HTML; CommonMark reads a
+    backslash-escaped sign as itself, and a zero-width space keeps GitHub's autolinks off a bare URL."""
     group = "[click](https://evil.example/) *now* `x` <b>"
     alert = Firing("KafkaConsumerGroupUnhealthy", "ticket", f"c1: group {group} ERR", 9_000.0, "")
     [(_, line)] = live.firing_lines([alert], 10_000.0)
-    assert line == (
-        r"KafkaConsumerGroupUnhealthy (ticket): c1: group \[click\](https://evil.example/) \*now\* "
-        r"\`x\` \<b\> ERR — for 16.7 min"
-    )
+    escaped = r"\[click\](https:" + "\u200b" + r"//evil.example/) \*now\* \`x\` \<b\>"
+    assert line == f"KafkaConsumerGroupUnhealthy (ticket): c1: group {escaped} ERR — for 16.7 min"
 
 
 def test_firing_alerts_pages_first_then_longest_firing_with_runbook_links_and_durations():

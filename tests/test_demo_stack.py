@@ -2,7 +2,7 @@
 traffic, ``kobs collect`` and ``kobs stream``, a real Prometheus with the shipped rules and a real
 Alertmanager with the shipped routing and timings, webhooks to a pager on loopback; no simulated fleet),
 started once for the module, as a platform team runs kobs beside a cluster, with a planned restart's grace
-of 45 s. In order, as an on-call week goes:
+of 180 s. In order, as an on-call week goes:
 - a rolling restart of the three nodes pages nothing for replication risk; the replication-factor-1 topic's
   outage pages, naming the planned restart; Kafka counts no unclean election and neither does kobs;
 - a throttled reassignment with Kafka's own tool pages nothing;
@@ -38,7 +38,9 @@ from peers.stack import INCIDENT_TOPIC, PRODUCER, EmbeddedStack, create_topic
 
 pytestmark = pytest.mark.peers
 
-GRACE_S = 45  # over a restart here (10-15 s until every ISR is full), well under the default 10 minutes
+# over a restart here (10-15 s until every ISR is full on a quiet machine; 49 s, and 164 s once, on CI runs
+# of two workers), under the default 10 minutes
+GRACE_S = 180
 ROLLING, CRASH, HANG = INCIDENTS
 # What a planned restart of a replication-factor-1 topic's only replica may page: its outage (docs/metrics.md)
 OUTAGE_PAGES = {
@@ -48,6 +50,9 @@ OUTAGE_PAGES = {
     "KafkaProducerAtRisk",
 }
 UNCLEAN = "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec"
+# The tickets for replication risk planned work must not raise (a loaded run's collector may ticket its own
+# slow scrapes, KobsCollectorScrapeFailing: that is about kobs, not the cluster's replication)
+KAFKA_RISK_TICKETS = {"KafkaUnderReplicatedPartitions", "KafkaIsrFlapping", "KafkaIsrShrinkRateAboveBaseline"}
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +103,11 @@ def test_a_rolling_restart_pages_only_the_outage_of_the_replication_factor_1_top
     outcome = player.play_one(1, ROLLING)
     notifications = [n for n in stack.pager.received if n.received_s >= outcome.cause_s]
     tickets = {
-        a["labels"]["alertname"] for n in notifications if n.receiver == "ticket" for a in n.payload["alerts"]
+        name
+        for n in notifications
+        if n.receiver == "ticket"
+        for name in (a["labels"]["alertname"] for a in n.payload["alerts"])
+        if name in KAFKA_RISK_TICKETS
     }
     assert not tickets, f"tickets during planned work: {tickets}\n{_log(player)}"
     for page in outcome.pages:
@@ -159,8 +168,14 @@ def test_a_throttled_reassignment_pages_nothing(stack, player):
     window = f"{int(time.time() - started)}s"
     seen = f'max_over_time(kobs_topic_reassigning_partitions{{cluster="demo",topic="{topic}"}}[{window}])'
     reassigning = _query(stack, seen).get(f"topic={topic}")
-    paged = [n.headline for n in stack.pager.opened_since(started)]
-    paged += [n.headline for n in stack.pager.received if n.receiver == "ticket" and n.received_s >= started]
+    paged = [n.headline for n in stack.pager.news_since(started)]
+    paged += [
+        n.headline
+        for n in stack.pager.received
+        if n.receiver == "ticket"
+        and n.received_s >= started
+        and any(a["labels"]["alertname"] in KAFKA_RISK_TICKETS for a in n.payload["alerts"])
+    ]
     admin = AdminClient({"bootstrap.servers": stack.kafka.bootstrap})  # kept: its futures need it alive
     admin.delete_topics([topic])[topic].result(60)
     assert done and took >= 60, f"the reassignment took {took:.0f} s"
@@ -232,9 +247,9 @@ def test_a_hung_follower_pages_once_naming_the_broker(stack, player):
     )
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_a_planned_restart_that_outlasts_the_grace_pages_when_it_does(stack, player):
-    """A node stopped with SIGTERM and kept down: nothing pages within the grace (45 s here) but the outage
+    """A node stopped with SIGTERM and kept down: nothing pages within the grace (180 s here) but the outage
     of the replication-factor-1 topic, naming the planned restart; then KafkaBrokerDown saying the restart
     outlasted its grace; it resolves once the node is back."""
     player.settle()
@@ -242,7 +257,7 @@ def test_a_planned_restart_that_outlasts_the_grace_pages_when_it_does(stack, pla
     stack.kafka.shut_down(1)
     try:
         page = wait_for(
-            lambda: [n for n in stack.pager.opened_since(stopped_s) if "KafkaBrokerDown" in n.headline],
+            lambda: [n for n in stack.pager.news_since(stopped_s) if "KafkaBrokerDown" in n.headline],
             timeout_s=GRACE_S + 150,
         )
     finally:
@@ -253,7 +268,7 @@ def test_a_planned_restart_that_outlasts_the_grace_pages_when_it_does(stack, pla
     assert after > GRACE_S, f"paged {after:.0f} s after the SIGTERM, within the grace"
     down = next(a for a in first.payload["alerts"] if a["labels"]["alertname"] == "KafkaBrokerDown")
     assert "outlasted the grace" in down["annotations"]["summary"]
-    earlier = [n for n in stack.pager.opened_since(stopped_s) if n.received_s < first.received_s]
+    earlier = [n for n in stack.pager.news_since(stopped_s) if n.received_s < first.received_s]
     for alert in _alerts(earlier):
         assert alert["labels"]["alertname"] in OUTAGE_PAGES, alert["labels"]
         assert "planned restart" in alert["annotations"]["summary"], alert["annotations"]["summary"]

@@ -1,50 +1,61 @@
-"""The loopback pager counts incidents as a pager service does (one open incident per Alertmanager group key,
-as PagerDuty's dedup key): a group's firing notifications after the first update its incident, a resolved one
-closes it. Notifications are posted over HTTP in Alertmanager's webhook format."""
+"""The loopback pager tells the notifications that bring news from a group's updates: Alertmanager sends a
+group's notification again when any alert in it changes, with every alert it holds (``startsAt`` is when
+Prometheus fired each). Notifications are posted over HTTP in Alertmanager's webhook format."""
 
 from __future__ import annotations
 
 import json
 import time
 import urllib.request
+from datetime import UTC, datetime
 
 from peers.pager import Pager
 
 
-def _post(pager: Pager, broker: str, status: str, *alertnames: str) -> None:
+def _post(pager: Pager, broker: str, *alerts: tuple[str, str, float]) -> None:
+    """A page notification of broker's group holding ``alerts``: (name, status, fired at)."""
     labels = {"cluster": "demo", "cause_broker": broker}
+    status = "firing" if any(s == "firing" for _, s, _ in alerts) else "resolved"
     payload = {
         "receiver": "page",
         "status": status,
-        "groupKey": f'{{}}/{{cause_broker=~".+"}}:{{cause_broker="{broker}", cluster="demo"}}',
         "groupLabels": labels,
-        "alerts": [{"status": status, "labels": {**labels, "alertname": a}} for a in alertnames],
+        "alerts": [
+            {
+                "status": s,
+                "labels": {**labels, "alertname": name},
+                "startsAt": datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z"),
+            }
+            for name, s, at in alerts
+        ],
     }
     request = urllib.request.Request(f"{pager.url}/page", json.dumps(payload).encode(), method="POST")
     urllib.request.urlopen(request, timeout=5).read()
 
 
-def test_an_update_of_an_incident_opened_before_is_no_new_incident():
+def test_only_notifications_of_alerts_fired_since_are_news():
     with Pager() as pager:
-        _post(pager, "2", "firing", "KafkaOfflinePartitions")
-        _post(pager, "2", "firing", "KafkaOfflinePartitions", "KafkaUncleanLeaderElection")
+        before = time.time() - 60
+        _post(pager, "2", ("KafkaOfflinePartitions", "firing", before))
         since = time.time()
-        _post(pager, "2", "firing", "KafkaUncleanLeaderElection")  # broker 2's earlier incident, updated
-        _post(pager, "3", "firing", "KafkaBrokerDown")  # opens broker 3's
-        _post(pager, "3", "firing", "KafkaBrokerDown", "KafkaOfflinePartitions")  # updates it
-        opened = pager.opened_since(since)
-        assert [n.headline for n in opened] == [
+        # broker 2's group again: its outage resolved, the unclean election it held still firing
+        _post(
+            pager,
+            "2",
+            ("KafkaOfflinePartitions", "resolved", before),
+            ("KafkaUncleanLeaderElection", "firing", before),
+        )
+        _post(pager, "3", ("KafkaBrokerDown", "firing", since + 1))  # a new incident
+        _post(
+            pager,
+            "2",
+            ("KafkaUncleanLeaderElection", "firing", before),
+            ("KafkaBrokerDown", "firing", since + 2),
+        )
+        news = pager.news_since(since)
+        assert [n.headline for n in news] == [
             "demo, broker 3: KafkaBrokerDown",
-            "demo, broker 3: KafkaBrokerDown; KafkaOfflinePartitions",
+            "demo, broker 2: KafkaBrokerDown; KafkaUncleanLeaderElection",  # news joining an open group
         ]
-        assert len(pager.pages()) == 5  # every firing notification is still kept
-
-
-def test_a_group_that_resolved_and_fires_again_is_a_new_incident():
-    with Pager() as pager:
-        _post(pager, "1", "firing", "KafkaOfflinePartitions")
-        _post(pager, "1", "resolved", "KafkaOfflinePartitions")
-        since = time.time()
-        _post(pager, "1", "firing", "KafkaBrokerDown")
-        assert [n.headline for n in pager.opened_since(since)] == ["demo, broker 1: KafkaBrokerDown"]
-        assert pager.opened_since(time.time()) == []
+        assert len(pager.pages()) == 4  # every firing notification is still kept
+        assert pager.news_since(time.time()) == []
