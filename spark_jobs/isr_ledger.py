@@ -98,6 +98,10 @@ class IsrLedger:
         suspects = known.out | known.isr if offline else known.out
         return min(suspects, default=None)
 
+    def forget(self, cluster: str, topic: str, partition: str) -> None:
+        """A deleted partition: its brokers out of its ISR are out of nothing any more."""
+        self._partitions.pop((cluster, topic, partition), None)
+
     def fully_replicated(self, cluster: str, topic: str, partition: str) -> None:
         """Metadata says the ISR is the whole replica set: nobody is out (a missed expand, a reassignment)."""
         known = self._partitions.get((cluster, topic, partition))

@@ -53,7 +53,7 @@ class Departures:
         """A metadata scrape at ``t_s``; ``listed_s`` maps every broker ever listed to its newest listing."""
         for broker, newest in listed_s.items():
             departure = self.away.get(broker)
-            if newest < t_s and departure is None:
+            if newest < t_s and (departure is None or departure.back_s is not None):  # gone again: anew
                 self.away[broker] = Departure(last_listed_s=newest, left_s=t_s)
             elif newest == t_s and departure is not None and departure.back_s is None:
                 departure.back_s = t_s

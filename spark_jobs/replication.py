@@ -334,6 +334,7 @@ class ReplicationAnalysis:
         for key, p in list(self.partitions.items()):
             if self.clusters[key[0]].metadata_s - p.seen_s > self.forget_after_s:
                 del self.partitions[key]
+                self.ledger.forget(*key)
 
     def _topic(
         self, name: str, cluster: _Cluster, topic: str, parts: list[tuple[str, _Partition]], out: list

@@ -67,6 +67,29 @@ def test_a_controlled_shutdown_is_maintenance_until_the_broker_is_back_in_every_
     assert by_cause(analysis, "kobs_topic_under_replicated_partitions") == {"": 0}
 
 
+def test_a_restart_of_a_broker_back_but_not_yet_settled_is_a_new_departure():
+    """Broker 2 is back and still catching up when it is stopped again: the new restart's time counts from
+    its new departure (it once kept the first one's, and paged as overdue at once)."""
+    analysis = ReplicationAnalysis(maintenance_grace_s=60)
+    restart_of_2(analysis, planned=True)
+    analysis.observe(
+        [*listed(40, 1, 2, 3), *metadata(40, "orders", {0: (3, 2, 1), 1: (3, 2, 3), 2: (3, 2, 3)})]
+    )
+    analysis.observe([*shutting_down(95, 1), *listed(100, 1, 3)])
+    assert broker(analysis, 2) == (0, 1, 0)  # planned, away since 100 s: not 85 s, past the grace
+
+
+def test_a_deleted_partition_leaves_no_broker_out_of_its_isr():
+    analysis = ReplicationAnalysis(forget_after_s=30)
+    analysis.observe(
+        [*metadata(0, "gone", {0: (3, 2, 1)}), isr_change(0, [1, 2, 3], [1, 3], 1, "shrink", topic="gone")]
+    )
+    analysis.observe(metadata(10, "orders", {0: (3, 3, 1)}))
+    assert metrics(analysis)["kobs_broker_out_of_isr_partitions", ("c", "2")] == 1
+    analysis.observe(metadata(50, "orders", {0: (3, 3, 1)}))  # "gone" deleted: not scraped for 40 s
+    assert metrics(analysis)["kobs_broker_out_of_isr_partitions", ("c", "2")] == 0
+
+
 def test_a_crash_is_no_maintenance():
     analysis = ReplicationAnalysis()
     restart_of_2(analysis, planned=False)
