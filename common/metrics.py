@@ -385,6 +385,13 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "Times the streaming query failed and kobs stream started it again from its checkpoint.",
     ),
     _m(
+        "kobs_pipeline_records_lost_total",
+        "counter",
+        "query",
+        "Metrics-topic records retention deleted before the streaming query read them (exact across "
+        "restarts).",
+    ),
+    _m(
         "kobs_pipeline_series_dropped",
         "gauge",
         "query bound",

@@ -806,6 +806,13 @@ PIPELINE = DashboardSpec(
                     alerts=("KobsDeadLetters",),
                 ),
                 Panel(
+                    "Records lost to retention (last hour)",
+                    f"sum by (query) (increase({sel('kobs_pipeline_records_lost_total', 'query')}[1h]))",
+                    "Metrics-topic records retention deleted before the streaming query read them.",
+                    legend="{{query}}",
+                    alerts=("KobsRecordsLost",),
+                ),
+                Panel(
                     "Query restarts (last hour)",
                     f"sum by (query) (increase({sel('kobs_pipeline_query_restarts_total', 'query')}[1h]))",
                     "Times the streaming query failed and restarted from its checkpoint.",

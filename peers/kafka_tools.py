@@ -33,6 +33,7 @@ MAIN_CLASSES = {
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
 }
 
 
@@ -219,6 +220,16 @@ def end_offsets(bootstrap: str, topic: str, time: str = "-1") -> dict[int, int]:
         _, partition, offset = line.rsplit(":", 2)
         found[int(partition)] = int(offset)
     return found
+
+
+def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
+    """``kafka-delete-records``: each partition's log start moves to its offset in ``before`` (the records
+    before it are gone, as retention deletes them)."""
+    partitions = [{"topic": topic, "partition": p, "offset": o} for p, o in before.items()]
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as offsets:
+        json.dump({"version": 1, "partitions": partitions}, offsets)
+        offsets.flush()
+        run_tool("kafka-delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", offsets.name)
 
 
 def quorum_status(bootstrap: str) -> dict[str, str]:

@@ -55,6 +55,14 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="serve Spark's web UI (no authentication) on this port, on the driver's address: 127.0.0.1 "
         "with a local master (default: no UI)",
     )
+    parser.add_argument(
+        "--reset-state",
+        action="store_true",
+        help="first set the query's checkpoint (sinks.checkpoint_dir/stream) aside, renamed beside it, and "
+        "start over from the metrics topic's earliest record: for a checkpoint kobs stream refuses as "
+        "unreadable. The analyses' state (lag windows, ISR and rate histories) is rebuilt from what the "
+        "topic still holds; the history under sinks.history_dir is kept",
+    )
     parser.set_defaults(run=run)
     return parser
 
@@ -72,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     # a refused login or certificate: one line, before Spark starts
     check_access(metrics_topic_settings(config), "metrics_topic")
-    from spark_jobs.stream import run_stream  # pyspark loads only when the command runs
+    from spark_jobs.stream import QUERY, run_stream  # pyspark loads only when the command runs
+
+    if args.reset_state:
+        _reset(config.sinks.checkpoint_dir / QUERY)
 
     # SIGTERM (a service manager's stop) and Ctrl-C only ask the query to stop; kobs stops it between two
     # calls into Spark, so nothing is torn mid-call. Exit code 0 for SIGTERM, 130 for Ctrl-C.
@@ -86,3 +97,17 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, request_stop)
     code = run_stream(config, args.master, args.trigger_seconds, args.available_now, args.spark_ui_port, stop)
     return 130 if signal.SIGINT in received else code
+
+
+def _reset(checkpoint: Path) -> None:
+    from spark_jobs.checkpoint import set_aside
+
+    aside = set_aside(checkpoint)
+    if aside is None:
+        print(f"kobs stream: no checkpoint at {checkpoint} to reset", flush=True)
+    else:
+        print(
+            f"kobs stream: set the checkpoint aside as {aside} (delete it when no longer wanted): the "
+            "analyses start over from the metrics topic's earliest record",
+            flush=True,
+        )

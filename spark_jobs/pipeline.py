@@ -49,10 +49,12 @@ class Pipeline:
         history_dir: Path,
         state_dir: Path,
         query: str = "stream",
+        history_base: int = 0,
     ):
         self.make_analyses = make_analyses
         self.query = query
         self.history_dir = Path(history_dir)
+        self.history_base = history_base  # the history's batch number of Spark's batch 0 (a new checkpoint's)
         fresh = make_analyses()
         self.tables = tables_by_name(fresh)
         self.schemas = {analysis.table: analysis.history_schema for analysis in fresh}
@@ -108,7 +110,7 @@ class Pipeline:
             history[key[0]] += evaluation.history
         self._pickled.update(pickles or {})
         for table, rows in history.items():
-            write_history(self.history_dir / table, batch_id, rows, self.schemas[table])
+            write_history(self.history_dir / table, self.history_base + batch_id, rows, self.schemas[table])
         self.health.record(stats, started_s, time.time())
         self.snapshots.save(batch_id, self._state())
         self.last_batch_id = batch_id

@@ -19,6 +19,7 @@ class BatchStats(NamedTuple):
     records: int  # metrics-topic records, dead letters included
     dead_letters: int
     newest_s: dict[tuple[str, str], float]  # (cluster, source) -> newest sample or event time, Unix seconds
+    lost: int = 0  # records the batch was planned to read that retention deleted before it read them
 
 
 @dataclass
@@ -29,11 +30,13 @@ class PipelineHealth:
     last_seen_s: dict[tuple[str, str], float] = field(default_factory=dict)
     last_batch: tuple[float, float, float] | None = None  # (completed at, duration, lag) in seconds
     query_restarts: int = 0  # times the query failed and was started again from its checkpoint
+    records_lost: int = 0  # metrics-topic records retention deleted before the query read them
 
     def record(self, stats: BatchStats, started_s: float, finished_s: float) -> None:
         """Count one micro-batch that ran from ``started_s`` to ``finished_s`` (wall clock)."""
         self.input_records += stats.records
         self.dead_letters += stats.dead_letters
+        self.records_lost += stats.lost
         for source, newest in stats.newest_s.items():
             self.last_seen_s[source] = max(newest, self.last_seen_s.get(source, newest))
         newest = max(self.last_seen_s.values(), default=finished_s)
@@ -48,6 +51,7 @@ class PipelineHealth:
             Derived("kobs_pipeline_input_records_total", query, self.input_records),
             Derived("kobs_pipeline_dead_letters_total", query, self.dead_letters),
             Derived("kobs_pipeline_query_restarts_total", query, self.query_restarts),
+            Derived("kobs_pipeline_records_lost_total", query, self.records_lost),
             *(Derived("kobs_pipeline_series_dropped", (*query, b), n) for b, n in series_dropped.items()),
             *(Derived("kobs_source_last_seen_timestamp_seconds", s, t) for s, t in seen),
         ]

@@ -29,6 +29,8 @@ from pathlib import Path
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from spark_jobs.checkpoint import planned_partitions
+
 # Each table's share of the state stage, in percent: its step's CPU time in Spark's Python workers on the
 # benchmark's default workload (`kobs bench stream`, local[2], 2026-11-27, with the analyses' chunked
 # samples), the mean of one round a batch (replication 27, lag 25, producers 20, throughput 20, flapping 5)
@@ -120,12 +122,3 @@ def layout(
         written.write_text(json.dumps(asdict(found), indent=1))
         written.replace(stored)
     return found
-
-
-def planned_partitions(checkpoint: Path) -> int | None:
-    """The state partitions of the checkpoint's latest planned micro-batch (None: none planned yet)."""
-    offsets = [p for p in (checkpoint / "offsets").glob("[0-9]*") if p.name.isdigit()]
-    if not offsets:
-        return None
-    latest = max(offsets, key=lambda p: int(p.name))
-    return int(json.loads(latest.read_text().splitlines()[1])["conf"]["spark.sql.shuffle.partitions"])

@@ -34,12 +34,19 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from common import jars
-from common.config import Config, ConfigError
+from common.config import Config
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
 from spark_jobs.backlog import CatchUp
 from spark_jobs.brokers import BrokerResourceAnalysis
 from spark_jobs.burrow import BurrowApi
+from spark_jobs.checkpoint import (
+    STATE_STORE_FAILED,
+    CheckpointError,
+    check_resumable,
+    history_base,
+    planned_records,
+)
 from spark_jobs.dead_letters import write_dead_letters
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
@@ -105,11 +112,13 @@ def analyses(config: Config) -> list[Analysis]:
 
 def pipeline(config: Config) -> Pipeline:
     """The analyses with their history under ``sinks.history_dir`` and state under the query's checkpoint."""
+    state = config.sinks.checkpoint_dir / QUERY
     return Pipeline(
         lambda: analyses(config),
         config.sinks.history_dir,
-        config.sinks.checkpoint_dir / QUERY / "analyses",
+        state / "analyses",
         query=QUERY,
+        history_base=history_base(state, config.sinks.history_dir),
     )
 
 
@@ -161,6 +170,9 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     session = SparkSession(SparkContext(conf=conf, gateway=gateway))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, on_ctrl_c)  # SparkContext's own raises KeyboardInterrupt mid-call
+    if log.isEnabledFor(logging.DEBUG):  # kobs -v: Spark's own INFO lines and the warnings turned down
+        log4j = session.sparkContext._jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setAllLevels(log4j.LogManager.ROOT_LOGGER_NAME, log4j.Level.INFO)
     if not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):  # unless set for Spark
         session.conf.set("spark.sql.shuffle.partitions", local_cores(session) or STATE_PARTITIONS)
     return session
@@ -190,17 +202,6 @@ def quiet_stop(spark: SparkSession) -> None:
             name, jvm.org.apache.logging.log4j.Level.ERROR
         )
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
-
-
-def check_checkpoint(checkpoint: Path) -> None:
-    """Refuse, in one line, a checkpoint of a version that kept the analyses' state in the driver: it has
-    committed batches but no state store, and Spark cannot resume it with the stateful step."""
-    if any((checkpoint / "commits").glob("[0-9]*")) and not (checkpoint / "state").is_dir():
-        raise ConfigError(
-            f"config error: sinks.checkpoint_dir: {checkpoint} was written by a kobs stream that kept the "
-            "analyses' state in the driver; delete that directory to start over (the query then reads the "
-            "metrics topic again from its earliest record)"
-        )
 
 
 def start_query(
@@ -280,11 +281,26 @@ class BatchHandler:
     def _hand_over(self, rows: DataFrame, batch_id: int) -> None:
         started_s = time.time()  # the batch runs when its outcomes are collected
         results, pickles, stats, dead = outcomes(rows.toArrow())
+        stats = stats._replace(lost=self._lost(batch_id, stats.records))
         self.jobs.record(results, stats, batch_id, started_s, pickles)
         if dead is not None:  # rare: written by Spark from the rows already collected
             write_dead_letters(
                 rows.sparkSession.createDataFrame(dead), batch_id, self.config.sinks.dead_letter_dir
             )
+
+    def _lost(self, batch_id: int, records: int) -> int:
+        """Records the batch was planned to read and did not: retention deleted them first (Spark's Kafka
+        source skips them, ``failOnDataLoss`` false)."""
+        planned = planned_records(self.config.sinks.checkpoint_dir / QUERY, batch_id)
+        lost = max(0, planned - records) if planned is not None else 0
+        if lost:
+            log.warning(
+                "%d records of the metrics topic were deleted by its retention before the stream read them "
+                "(micro-batch %d): the analyses miss what they said",
+                lost,
+                batch_id,
+            )
+        return lost
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the batch under way, if any, to be handed over; whether it was."""
@@ -331,7 +347,7 @@ def run_stream(
     or a failure ends the run with exit code 1.
     """
     tune_gc()  # the driver: the one-process path and the exporter's rows
-    check_checkpoint(config.sinks.checkpoint_dir / QUERY)
+    check_resumable(config.sinks.checkpoint_dir / QUERY)
     stop = stop or threading.Event()
     jobs = pipeline(config)
     served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
@@ -385,6 +401,9 @@ def run_queries(
                 progress.see(query.lastProgress)  # the listener may not have had the last report yet
                 return 0
             except StreamingQueryException as exc:
+                if STATE_STORE_FAILED in str(exc):  # it fails the same way at every start
+                    why = f"its state store cannot be loaded ({failure_reason(exc)})"
+                    raise CheckpointError(config.sinks.checkpoint_dir / QUERY, why) from None
                 if available_now:
                     print(f"kobs stream: the query failed: {failure_reason(exc)}", file=sys.stderr)
                     return 1
@@ -480,14 +499,16 @@ def _stop(query: StreamingQuery) -> None:
         raise  # the JVM is gone: run_stream decides
 
 
-# Spark's words for the task error that failed a job; a failed query's text carries it deep inside (after
-# Spark's wrappers, and for a failed foreachBatch a Python traceback).
+# Spark's words for the task error that failed a job, and a Java exception's cause; a failed query's text
+# carries them deep inside (after Spark's wrappers, and for a failed foreachBatch a Python traceback).
 _TASK_ERROR = re.compile(r"most recent failure: Lost task .*?\): (.+)")
+_CAUSE = re.compile(r"^Caused by: (.+)$", re.MULTILINE)
 
 
 def failure_reason(exc: Exception) -> str:
-    """Why the query failed, in one line: the task error that failed its job, else the first line."""
+    """Why the query failed, in one line: the task error that failed its job, else the deepest cause
+    Java gives, else the first line."""
     text = str(exc).strip()
-    task = _TASK_ERROR.search(text)
-    line = task[1] if task else text.splitlines()[0] if text else type(exc).__name__
-    return line[:300]
+    task, causes = _TASK_ERROR.search(text), _CAUSE.findall(text)
+    line = task[1] if task else causes[-1] if causes else text.splitlines()[0] if text else type(exc).__name__
+    return line if len(line) <= 300 else line[:299] + "…"

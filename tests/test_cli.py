@@ -181,7 +181,7 @@ def test_an_unreachable_cluster_costs_a_few_log_lines_not_one_per_connection_att
     assert len(lines) <= 10, lines
 
 
-def test_a_checkpoint_of_the_version_with_the_analyses_in_the_driver_is_one_line_naming_the_fix(tmp_path):
+def test_a_checkpoint_of_the_version_with_the_analyses_in_the_driver_is_one_line_naming_the_way_out(tmp_path):
     """What that version left (Spark's offset and commit logs, the driver's snapshots, no state store): Spark
     cannot resume it with the stateful step, so kobs stream says so before starting Spark."""
     checkpoint = tmp_path / "run" / "checkpoints" / "stream"
@@ -196,7 +196,7 @@ def test_a_checkpoint_of_the_version_with_the_analyses_in_the_driver_is_one_line
     result = kobs("stream", "--config", str(path), "--available-now")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"kobs: config error: sinks.checkpoint_dir: {checkpoint} was written by a kobs stream that kept the "
-        "analyses' state in the driver; delete that directory to start over (the query then reads the "
-        "metrics topic again from its earliest record)"
+        "kobs: checkpoint error: it has committed batches but no state store (an older kobs); kobs stream "
+        f"cannot resume from {checkpoint}: run kobs stream --reset-state to set it aside and start over from "
+        "the metrics topic's earliest record (the history is kept)"
     ]

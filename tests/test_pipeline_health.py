@@ -46,6 +46,7 @@ def test_before_any_batch_only_the_counters_exist_at_zero():
         ("kobs_pipeline_input_records_total", ("stream",)): 0,
         ("kobs_pipeline_dead_letters_total", ("stream",)): 0,
         ("kobs_pipeline_query_restarts_total", ("stream",)): 0,
+        ("kobs_pipeline_records_lost_total", ("stream",)): 0,
         ("kobs_pipeline_series_dropped", ("stream", "partitions_per_group")): 0,
         ("kobs_pipeline_series_dropped", ("stream", "max_series")): 0,
     }
@@ -55,5 +56,6 @@ def test_the_state_copies_so_a_snapshot_restores_exact_counts():
     health = PipelineHealth("stream")
     health.record(BatchStats(5, 2, {}), 1, 2)
     saved = copy.deepcopy(health)  # what the pipeline's pickle snapshot does
-    health.record(BatchStats(5, 2, {}), 3, 4)
-    assert (saved.input_records, saved.dead_letters) == (5, 2)
+    health.record(BatchStats(5, 2, {}, lost=3), 3, 4)
+    assert (saved.input_records, saved.dead_letters, saved.records_lost) == (5, 2, 0)
+    assert health.records_lost == 3

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,11 +20,13 @@ from stream_run import offsets_batch, produce
 from bench.reference import batch_of
 from common.config import Config
 from common.contract import encode
+from peers import kafka_tools
 from peers.process import free_port
+from spark_jobs.checkpoint import CheckpointError
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.pipeline import DerivedCollector
 from spark_jobs.state_placement import LAYOUT
-from spark_jobs.stream import QUERY, pipeline, start_query
+from spark_jobs.stream import QUERY, pipeline, run_queries, start_query
 
 pytestmark = [pytest.mark.peers, pytest.mark.spark]
 
@@ -130,6 +133,89 @@ def test_a_checkpoint_keyed_before_slots_resumes_with_its_state(spark, kafka_clu
     assert not (config.sinks.checkpoint_dir / QUERY / LAYOUT).exists()
     assert history(tmp_path / "upgraded") == history(tmp_path / "reference")
     assert served(upgraded, config) == served(reference, reference_config)
+
+
+def test_records_retention_deleted_before_the_stream_read_them_are_counted_as_kafka_tells_them(
+    spark, kafka_cluster, tmp_path, caplog
+):
+    """The stream stopped while retention moved the metrics topic's log start past what it had read (here
+    Kafka's own kafka-delete-records moves it, exactly as retention does): the next run goes on from the
+    first record left, and counts the records it never read, once, as kafka-get-offsets tells them."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    batches = scrapes(10)
+    produce(kafka_cluster.bootstrap, topic, batches[:4])
+    config = config_for(tmp_path, topic, kafka_cluster.bootstrap)
+    _run(spark, config, pipeline(config))
+    read = kafka_tools.end_offsets(kafka_cluster.bootstrap, topic)
+
+    produce(kafka_cluster.bootstrap, topic, batches[4:])
+    kafka_tools.delete_records(kafka_cluster.bootstrap, topic, {p: o + 3 for p, o in read.items()})
+    earliest = kafka_tools.end_offsets(kafka_cluster.bootstrap, topic, time="-2")
+    latest = kafka_tools.end_offsets(kafka_cluster.bootstrap, topic)
+    jobs = pipeline(config)
+    _run(spark, config, jobs)
+
+    values = served(jobs, config)
+    lost = sum(earliest[p] - read[p] for p in read)
+    assert lost == 3
+    assert values["kobs_pipeline_records_lost_total", (("query", QUERY),)] == lost
+    left = sum(latest[p] - earliest[p] for p in latest)
+    assert values["kobs_pipeline_input_records_total", (("query", QUERY),)] == sum(read.values()) + left
+    warned = [r.getMessage() for r in caplog.records if "deleted by its retention" in r.getMessage()]
+    assert sum(int(line.split()[0]) for line in warned) == lost, warned
+
+
+@pytest.mark.timeout(600)
+def test_a_corrupt_checkpoint_is_refused_in_one_line_and_reset_state_starts_over_keeping_the_history(
+    spark, kafka_cluster, tmp_path
+):
+    """A planned batch's file turned to garbage, then a state store changelog cut in half (a disk that lost
+    a write): each is refused in one line naming the file and the way out, never a restart loop. ``kobs
+    stream --reset-state`` sets the checkpoint aside and reads the topic again from its first record; the
+    history written before stays as it was, numbered before the new."""
+    topic = f"metrics-{uuid.uuid4().hex[:8]}"
+    produce(kafka_cluster.bootstrap, topic, scrapes(4))
+    run_dir = tmp_path / "run"
+    config = config_for(run_dir, topic, kafka_cluster.bootstrap)
+    _run(spark, config, pipeline(config))
+    before = history(run_dir)
+    checkpoint = run_dir / "checkpoints" / QUERY
+    command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(write_config(tmp_path, config))]
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+
+    planned = checkpoint / "offsets" / "1"
+    saved = planned.read_bytes()
+    planned.write_bytes(b"\x8fgarbage")
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"kobs: checkpoint error: {planned}: not text (byte 0 is not UTF-8); kobs stream cannot resume "
+        f"from {checkpoint}: run kobs stream --reset-state to set it aside and start over from the metrics "
+        "topic's earliest record (the history is kept)"
+    ]
+    planned.write_bytes(saved)
+
+    changelogs = sorted(checkpoint.glob("state/0/*/*.changelog"), key=lambda path: int(path.stem))
+    cut = changelogs[-1]
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    with pytest.raises(CheckpointError) as failed:  # the state is loaded when the next batch runs
+        produce(kafka_cluster.bootstrap, topic, scrapes(5)[4:])
+        run_queries(spark, config, pipeline(config), None, False, threading.Event())
+    assert str(failed.value).startswith("checkpoint error: its state store cannot be loaded (")
+    assert f"{cut.name} " in str(failed.value) and "\n" not in str(failed.value)
+
+    reset = subprocess.run([*command, "--available-now", "--reset-state"], env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    (aside,) = run_dir.glob(f"checkpoints/{QUERY}.set-aside-*")
+    assert f"set the checkpoint aside as {aside}" in reset.stdout
+    assert (aside / "offsets" / "1").read_bytes() == saved  # nothing deleted
+    after = history(run_dir)
+    assert {name: rows for name, rows in after.items() if name in before} == before
+    newer = sorted(int(name.removeprefix("batch_id=")) for name in after.keys() - before.keys())
+    assert newer and min(newer) > max(int(name.removeprefix("batch_id=")) for name in before)
+    served_now = served(pipeline(config), config)
+    assert served_now["kobs_pipeline_input_records_total", (("query", QUERY),)] == 5  # all read again
 
 
 def _run(spark, config: Config, jobs) -> None:
