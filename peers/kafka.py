@@ -50,6 +50,11 @@ FAST_INCIDENTS = {
     "zookeeper.session.timeout.ms": 6000,  # ZooKeeper mode: same for the broker's session (18 s)
     "group.initial.rebalance.delay.ms": 0,  # groups form at once (3 s)
 }
+# Java's first compiler only (C1), unless a cluster is measured: a node's optimizing compiler (C2) spent a
+# third of its CPU in its first minutes, on 2 cores shared by the suite's clusters and Spark. Three nodes
+# over their start and 150 s of 2,000 records/s used 25.8 and 25.9 CPU seconds with C1 alone, 38.1 and 36.5
+# with both, and started in 7.2 and 7.5 s against 12.2 and 10.7 s (/proc/PID/stat, AMD EPYC, 2026-12-07).
+QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
 # A small footprint, so that three nodes, Spark and the rest share two cores and a few GB.
 SMALL = {"num.network.threads": 2, "num.io.threads": 2, "background.threads": 2, "log.cleaner.threads": 1}
 LOG4J2 = """\
@@ -124,6 +129,7 @@ class KafkaNode(ManagedProcess):
         other_ports: tuple[int, ...] = (),
         heap: str = "384m",
         secure_ports: Mapping[str, int] | None = None,
+        full_jit: bool = False,
     ):
         self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
         self.exporter_port = free_port()
@@ -142,7 +148,8 @@ class KafkaNode(ManagedProcess):
             log_config.write_text(LOG4J2)
             logging = [f"-Dlog4j2.configurationFile={log_config}"]
         argv = [
-            "java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+            "java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", *(() if full_jit else QUICK_JIT),
+            "-Djava.awt.headless=true",
             *logging, *jvm.jmx_flags(jmx_port),
             jvm.exporter_agent(self.exporter_port, "jmx-exporter-broker.yaml"),
             "-cp", jvm.classpath(profile), "kafka.Kafka", str(self.config_path),
@@ -190,7 +197,15 @@ class KafkaController(KafkaNode):
     that accepts connections."""
 
     def __init__(
-        self, node_id: int, run_dir: Path, voters: str, port: int, jmx_port: int, settings: Mapping, heap: str
+        self,
+        node_id: int,
+        run_dir: Path,
+        voters: str,
+        port: int,
+        jmx_port: int,
+        settings: Mapping,
+        heap: str,
+        full_jit: bool,
     ):
         properties = {
             **settings,  # the cluster's: the controller fences brokers after broker.session.timeout.ms
@@ -201,7 +216,7 @@ class KafkaController(KafkaNode):
             "listeners": f"CONTROLLER://{HOST}:{port}",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
         }
-        super().__init__(node_id, run_dir, properties, "kafka", port, jmx_port, heap=heap)
+        super().__init__(node_id, run_dir, properties, "kafka", port, jmx_port, heap=heap, full_jit=full_jit)
 
     def _ready(self) -> bool:
         return tcp_ready(self.port)()
@@ -219,9 +234,11 @@ class KafkaCluster:
         heap: str = "384m",
         secure: bool = False,
         controllers: int = 0,
+        full_jit: bool = False,
     ):
         """``secure``: also the SASL/SCRAM, TLS and SASL+TLS listeners (KRaft only; see the module);
-        ``controllers``: that many dedicated controller nodes (plain KRaft only), 0 for combined nodes."""
+        ``controllers``: that many dedicated controller nodes (plain KRaft only), 0 for combined nodes;
+        ``full_jit``: both of Java's compilers (:data:`QUICK_JIT`), for a cluster whose cost is measured."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if secure and zookeeper:
@@ -253,7 +270,7 @@ class KafkaCluster:
         quorum = {i: port for i, (port, _) in dedicated.items()} or {i: ports[i][1] for i in ids}
         voters = ",".join(f"{i}@{HOST}:{port}" for i, port in quorum.items())
         self.controllers = {
-            i: KafkaController(i, self.run_dir, voters, port, jmx, base, heap)
+            i: KafkaController(i, self.run_dir, voters, port, jmx, base, heap, full_jit)
             for i, (port, jmx) in dedicated.items()
         }  # dedicated controllers; combined nodes are in ``nodes``
         self.nodes: dict[int, KafkaNode] = {}
@@ -290,7 +307,7 @@ class KafkaCluster:
             props.setdefault("advertised.listeners", f"PLAINTEXT://{HOST}:{client}")
             props.update(base)
             self.nodes[i] = KafkaNode(
-                i, self.run_dir, props, self.profile, client, jmx, other, heap, secure_ports[i]
+                i, self.run_dir, props, self.profile, client, jmx, other, heap, secure_ports[i], full_jit
             )
 
     @property
@@ -448,9 +465,10 @@ def given_or_started(
     bootstrap: str | None, run_dir: Path, nodes: int, exporter_urls: tuple[str, ...] = ()
 ) -> Iterator[Reached]:
     """``bootstrap`` (and the ``exporter_urls`` given with it) when one is given, else those of a cluster of
-    ``nodes`` started in ``run_dir`` for the block (a benchmark's ``--bootstrap``)."""
+    ``nodes`` started in ``run_dir`` for the block (a benchmark's ``--bootstrap``), with both of Java's
+    compilers, as production brokers run."""
     if bootstrap:
         yield Reached(bootstrap, exporter_urls)
         return
-    with KafkaCluster(run_dir / "kafka", nodes=nodes) as cluster:
+    with KafkaCluster(run_dir / "kafka", nodes=nodes, full_jit=True) as cluster:
         yield Reached(cluster.bootstrap, tuple(node.exporter_url for node in cluster.nodes.values()))
