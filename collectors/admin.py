@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
@@ -12,7 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, TopicMetadata
 
 from common.config import Cluster
-from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cluster_settings
+from common.kafka_clients import HUNG_BROKER_TIMEOUT_MS, cause, cluster_settings, refusal
 
 # How long an Admin client's metadata request waits for its broker (``socket.timeout.ms``): half of
 # HUNG_BROKER_TIMEOUT_MS, a scrape's default timeout. librdkafka sends each metadata request to the broker it
@@ -32,8 +33,47 @@ def admin_settings(cluster: Cluster) -> dict[str, Any]:
     return defaults | cluster_settings(cluster)
 
 
+REFUSED = "refused"  # the reason (first word) of a source's error line for a refused listing
+
+
+class Refused(KafkaException):
+    """The cluster refused the login or the certificates: why its listing failed (a ``KafkaException`` of
+    ``_AUTHENTICATION``, for every caller that handles Kafka's); ``str()`` names the cause and the
+    configuration key to check."""
+
+    def __str__(self) -> str:
+        return self.args[0].str()
+
+
+class _AccessWatch:
+    """An Admin client's ``error_cb``: the last refusal (SASL login, TLS handshake) it reported. librdkafka
+    tells a refusal only there, served by ``poll``; a request meanwhile just times out."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.refused: tuple[float, KafkaError] | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if refusal(error):
+            self.refused = (time.monotonic(), error)
+
+
+_watches: dict[int, _AccessWatch] = {}  # per client made by admin_client
+
+
 def admin_client(cluster: Cluster) -> AdminClient:
-    return AdminClient(admin_settings(cluster))
+    """The Admin client of ``cluster``'s sources; a listing it fails because the cluster refused the login
+    or the certificates raises :class:`Refused` (:func:`list_topics`)."""
+    watch = _AccessWatch(f"clusters[{cluster.name}]")
+    admin = AdminClient(admin_settings(cluster) | {"error_cb": watch})
+    _watches[id(admin)] = watch
+    weakref.finalize(admin, _watches.pop, id(admin), None)
+    return admin
+
+
+def listing_error(exc: Exception) -> str:
+    """A source's error line for a failed topic listing: ``refused: ...`` or ``list_topics: ...``."""
+    return f"{REFUSED}: {exc}" if isinstance(exc, Refused) else f"list_topics: {exc}"
 
 
 _in_flight: dict[int, Future[ClusterView]] = {}  # per client: the metadata request out
@@ -81,14 +121,26 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
 
 def list_topics(admin: AdminClient, timeout_s: float) -> Any:
     """The metadata of every topic, asked again once when the request timed out (librdkafka then drops
-    the connection to the broker it asked, hung most likely, and asks another) and time is left."""
-    deadline = time.monotonic() + timeout_s
+    the connection to the broker it asked, hung most likely, and asks another) and time is left.
+    :class:`Refused` when the cluster refused the login or the certificates meanwhile."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     try:
-        return admin.list_topics(timeout=min(timeout_s, METADATA_TIMEOUT_MS / 1000 + 1))
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError._TIMED_OUT or deadline - time.monotonic() < 1:
-            raise
-    return admin.list_topics(timeout=deadline - time.monotonic())
+        try:
+            return admin.list_topics(timeout=min(timeout_s, METADATA_TIMEOUT_MS / 1000 + 1))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._TIMED_OUT or deadline - time.monotonic() < 1:
+                raise
+        return admin.list_topics(timeout=deadline - time.monotonic())
+    except KafkaException:
+        admin.poll(0)  # serves the error callback
+        watch = _watches.get(id(admin))
+        if watch is not None and watch.refused is not None and watch.refused[0] >= started:
+            text = f"{cause(watch.refused[1])} — check {watch.where}.security"
+            raise Refused(KafkaError(KafkaError._AUTHENTICATION, text)) from None
+        raise
+    finally:
+        admin.poll(0)  # errors queue up until served
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

@@ -2,9 +2,11 @@
 
 ``--once`` prints a one-screen summary and exits 0 when at least one source succeeded, 1 when none did;
 2 when the metrics topic is missing and the cluster refuses to create it. Either mode first connects once
-to the metrics topic's cluster and to every watched cluster: one that refuses the login or the TLS
-handshake (a wrong password, an untrusted certificate) is a configuration error, reported in one line
-with exit code 2; one that is down is an outage, ridden out as usual.
+to the metrics topic's cluster and to every watched cluster. A metrics topic's cluster that refuses the
+login or the TLS handshake (a wrong password, an untrusted certificate) is a configuration error, reported
+in one line with exit code 2; a watched cluster that does is reported in one line and the others are
+watched (with ``strict_access``, exit code 2 too); its sources keep asking, less often, and name the
+refusal once per change. A cluster that is down is an outage, ridden out as usual.
 The long-running mode serves the self-metrics on ``sinks.self_metrics_address``. It runs the collector in a
 child process and starts it again when it dies of a crash rather than an exit (librdkafka aborts the whole
 process on a failed internal assertion in some Admin API calls while a broker goes away: issue 4605 of
@@ -49,8 +51,18 @@ GC_THRESHOLD = 20_000
 RESTART_BACKOFF_S = (5.0, 60.0)  # first wait before starting a crashed collector again, and the longest
 
 
-def run_collect(config: Config, once: bool) -> int:
+def run_collect(config: Config, once: bool, strict_access: bool = False) -> int:
     require_secrets(config)  # every secret the sources need, before any of them connects
+    try:
+        refused = check_config_access(config)
+    except AccessError as exc:  # the metrics topic's cluster: nothing could be published
+        print(f"kobs collect: {exc}", file=sys.stderr)
+        return 2
+    for error in refused:
+        going_on = "" if strict_access else "; watching the others, and asking it again less often"
+        print(f"kobs collect: {error}{going_on}", file=sys.stderr)
+    if refused and strict_access:
+        return 2
     if once:
         return _collect(config, once=True)
     check_free(config.sinks.self_metrics_address, "sinks.self_metrics_address")  # before any child starts
@@ -108,9 +120,8 @@ def _collect(config: Config, once: bool, restarts: int = 0, stop: threading.Even
     gc.set_threshold(GC_THRESHOLD)
     tune_query_jvms()
     try:
-        check_config_access(config)
         publisher = Publisher.from_config(config).start()
-    except (AccessError, TopicError) as exc:
+    except TopicError as exc:
         print(f"kobs collect: {exc}", file=sys.stderr)
         return 2
     jobs = build_jobs(config)

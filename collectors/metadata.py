@@ -20,7 +20,7 @@ from concurrent.futures import Future
 
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicMetadata
 
-from collectors.admin import admin_client, cluster_view
+from collectors.admin import admin_client, cluster_view, listing_error
 from collectors.futures import wait_all
 from collectors.isr import PartitionKey, PartitionState, diff_states, partition_samples
 from collectors.source import Scrape, now_ms
@@ -92,7 +92,7 @@ class MetadataSource:
         try:
             metadata, brokers = cluster_view(self._admin, self.timeout_s)
         except Exception as exc:
-            return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
+            return Scrape(Batch(self.cluster.name, SOURCE, ts), [listing_error(exc)])
         configs = request_topic_configs(self._admin, sorted(metadata), self.timeout_s)  # answered meanwhile
         failed = {name for name, t in metadata.items() if t.error is not None}
         errors += [f"metadata: topic {name}: {metadata[name].error}" for name in sorted(failed)]

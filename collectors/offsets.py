@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from collectors.admin import admin_client, admin_settings, topics
+from collectors.admin import admin_client, admin_settings, listing_error, topics
 from collectors.futures import forget_frames
 from collectors.groups import GroupInfo, GroupReader, Offsets
 from collectors.source import Scrape, now_ms
@@ -117,7 +117,7 @@ class OffsetsSource:
         try:
             listed = topics(self._admin, self.timeout_s)
         except Exception as exc:
-            return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"list_topics: {exc}"])
+            return Scrape(Batch(self.cluster.name, SOURCE, ts), [listing_error(exc)])
         # A partition without a leader (its only replicas down) is not asked: librdkafka waits for its leader
         # until the call's timeout, and the whole call fails, with the offsets of every partition in it.
         leaders = {(t, p): m.leader for t in sorted(listed) for p, m in sorted(listed[t].partitions.items())}

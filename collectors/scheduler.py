@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from collectors.admin import admin_client
+from collectors.admin import REFUSED, admin_client
 from collectors.exposition import ExpositionSource
 from collectors.futures import forget_frames
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots
@@ -47,6 +47,7 @@ from common.contract import Batch
 log = logging.getLogger(__name__)
 
 TICK_S = 0.05
+REFUSED_WAIT_MAX_S = 300.0
 JMX_SLOTS = 4  # JMX queries (JVMs of ~50 MB, 0.3-0.6 s each) running at once
 
 
@@ -94,6 +95,8 @@ class Job:
     due: float = 0.0
     timed_out: bool = False
     seconds: float = 0.0  # wall time of the last scrape that returned
+    failing: frozenset[str] = frozenset()  # the reasons its scrapes fail for, as last logged
+    refused_wait_s: float = 0.0  # while the cluster refuses the login: the wait before asking again
 
     @property
     def label(self) -> str:
@@ -235,10 +238,24 @@ class Scheduler:
         job.events += len(scrape.batch.events)
         if scrape.errors:
             self._count(job, scrape.errors)
+            self._back_off(job, now)
         elif not job.timed_out:
             job.succeeded += 1
+            if job.failing:
+                log.info("%s: scraped again", job.label)
+                job.failing, job.refused_wait_s = frozenset(), 0.0
         if scrape.batch.samples or scrape.batch.events:
             self.publisher.submit(scrape.batch)
+
+    @staticmethod
+    def _back_off(job: Job, now: float) -> None:
+        """A cluster that refuses the login or the certificates is asked less often (each ask is a failed
+        login on its brokers): the wait doubles from the interval up to :data:`REFUSED_WAIT_MAX_S`."""
+        if job.failing != {REFUSED}:
+            job.refused_wait_s = 0.0
+            return
+        job.refused_wait_s = min(2 * (job.refused_wait_s or job.interval_s / 2), REFUSED_WAIT_MAX_S)
+        job.due = max(job.due, now + job.refused_wait_s)
 
     def _count(self, job: Job, errors: list[str]) -> None:
         job.last_errors = errors
@@ -246,4 +263,6 @@ class Scheduler:
         job.errors.update(counts)
         for reason, n in counts.items():
             self.metrics.errors.labels(job.label, reason).inc(n)
-        log.warning("%s: %s", job.label, "; ".join(errors))
+        if job.failing != set(counts):  # once per change: kobs_collector_errors_total counts each
+            log.warning("%s: %s", job.label, "; ".join(errors))
+            job.failing = frozenset(counts)

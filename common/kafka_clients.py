@@ -221,9 +221,10 @@ def check_access(settings: Mapping[str, Any], where: str, timeout_s: float = 5.0
         metadata(settings, where, timeout_s)
 
 
-def check_config_access(config: Config, timeout_s: float = 5.0) -> None:
+def check_config_access(config: Config, timeout_s: float = 5.0) -> list[AccessError]:
     """:func:`check_access` of the metrics topic and of every cluster with Admin API access at once (each
-    distinct set of settings once); the first refusal, in configuration order, is raised."""
+    distinct set of settings once): the metrics topic's refusal is raised, the watched clusters' returned
+    in configuration order."""
     checks: dict[str, tuple[str, dict[str, Any]]] = {}
     for where, settings in [
         (
@@ -235,5 +236,12 @@ def check_config_access(config: Config, timeout_s: float = 5.0) -> None:
         checks.setdefault(repr(sorted(settings.items())), (where, settings))
     with ThreadPoolExecutor(len(checks), thread_name_prefix="kobs-access") as pool:
         done = [pool.submit(check_access, settings, where, timeout_s) for where, settings in checks.values()]
-    for future in done:
-        future.result()
+    refused = []
+    for (where, _), future in zip(checks.values(), done, strict=True):
+        try:
+            future.result()
+        except AccessError as error:
+            if where == "metrics_topic":
+                raise
+            refused.append(error)
+    return refused

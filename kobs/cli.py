@@ -89,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     collect.add_argument("--config", type=Path, help=CONFIG_HELP)
     collect.add_argument("--once", action="store_true", help="run one cycle, print a summary and exit")
+    collect.add_argument(
+        "--strict-access",
+        action="store_true",
+        help="exit 2 when a watched cluster refuses the login or the certificates at start (default: say so "
+        "in one line and watch the others; its sources keep asking, less often, and name the refusal)",
+    )
     collect.set_defaults(run=_collect)
     _add_maintenance(commands)
     for module in SUBCOMMAND_MODULES:
@@ -152,7 +158,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     from collectors.cli import run_collect
 
-    return run_collect(load_config(args.config), once=args.once)
+    return run_collect(load_config(args.config), once=args.once, strict_access=args.strict_access)
 
 
 def _maintenance_check(args: argparse.Namespace) -> int:

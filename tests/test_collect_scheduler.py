@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections import Counter
@@ -13,8 +14,10 @@ from collectors.metadata import MetadataSource
 from collectors.publisher import Publisher
 from collectors.scheduler import Job, Scheduler, _Connected, build_jobs, next_due
 from collectors.self_metrics import SelfMetrics
+from collectors.source import Scrape, now_ms
 from collectors.spool import Spool
 from common.config import Config
+from common.contract import Batch
 
 
 @pytest.mark.parametrize(
@@ -79,3 +82,47 @@ def test_a_source_that_raises_is_counted_and_its_exception_keeps_nothing_alive(t
     with cyclic_collector_off():
         del scheduler
         assert held() is None
+
+
+class ScriptedSource:
+    """A source whose scrapes fail or succeed as scripted (each entry: its errors); the last stops the run
+    (its own result is not read)."""
+
+    name = "scripted"
+
+    def __init__(self, script: list[list[str]], stop: threading.Event):
+        self.script, self.done = list(script), stop
+
+    def collect(self):
+        errors = self.script.pop(0)
+        if not self.script:
+            self.done.set()
+        return Scrape(Batch("c", self.name, now_ms(), ()), errors)
+
+
+def test_a_failing_source_is_logged_once_per_change_of_reason_and_counted_at_every_scrape(tmp_path, caplog):
+    timeout, refused = ["fetch: Local: Timed out"], ["refused: SASL authentication failed"]
+    stop = threading.Event()
+    job = Job("c", ScriptedSource([timeout, timeout, timeout, [], refused, refused, timeout, []], stop), 0.01)
+    publisher = Publisher({"bootstrap.servers": "127.0.0.1:9"}, "metrics", Spool(tmp_path, 1 << 20))
+    with caplog.at_level(logging.INFO, logger="collectors.scheduler"):
+        Scheduler([job], publisher, SelfMetrics(publisher, [job.label])).run(stop)
+    assert [r.getMessage() for r in caplog.records] == [
+        "c/scripted: fetch: Local: Timed out",
+        "c/scripted: scraped again",
+        "c/scripted: refused: SASL authentication failed",
+        "c/scripted: fetch: Local: Timed out",
+    ]
+    assert job.errors == Counter(fetch=4, refused=2)
+
+
+def test_a_cluster_refusing_the_login_is_asked_less_often_until_it_accepts(tmp_path):
+    refused, stop = ["refused: SASL authentication failed"], threading.Event()
+    job = Job("c", ScriptedSource([refused, refused, refused, []], stop), 0.01)
+    publisher = Publisher({"bootstrap.servers": "127.0.0.1:9"}, "metrics", Spool(tmp_path, 1 << 20))
+    Scheduler([job], publisher, SelfMetrics(publisher, [job.label])).run(stop)
+    assert job.refused_wait_s == pytest.approx(4 * 0.01)  # the interval, doubled twice
+    job.source = ScriptedSource([[], []], stop)
+    stop.clear()
+    Scheduler([job], publisher, SelfMetrics(publisher, [job.label])).run(stop)
+    assert job.refused_wait_s == 0  # accepted: asked on the interval again

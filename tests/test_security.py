@@ -10,14 +10,18 @@ SCRAM password and the client key's password in environment variables.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from waiting import wait_for
 
 from app.cluster import live_placement
 from collectors.publisher import Publisher
@@ -249,6 +253,46 @@ def test_a_wrong_scram_password_is_one_line_naming_the_cause(secure, tmp_path, m
         live_placement(watched(bootstrap, security))  # the what-if page shows the same cause
 
 
+def test_a_watched_cluster_that_refuses_the_login_is_named_and_the_others_are_watched(
+    secure, truth, tmp_path, monkeypatch
+):
+    """A wrong password for one watched cluster, the metrics topic and another cluster reachable: one line
+    names the refusal and the collector watches the healthy cluster; the refused cluster's sources fail
+    as ``refused`` with the cause, not a timeout. ``--strict-access`` keeps the fail-fast (exit code 2)."""
+    bootstrap, security = listener(secure, "scram-sha-512")
+    monkeypatch.setenv(PASSWORD_ENV, "not-the-password")
+    metrics_topic = "secure-metrics-beside-a-refusal"
+    create_topic(secure.bootstrap, metrics_topic, 2)
+    doc = config_doc(secure.bootstrap, {}, metrics_topic, tmp_path / "run")  # PLAINTEXT: the healthy side
+    doc["clusters"].append({"name": "refusing", "bootstrap_servers": [bootstrap], "security": security})
+    result = collect_once(doc, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr  # the healthy cluster's sources succeeded
+    line, *logged = result.stderr.splitlines()  # the start's line, then each refused source's once
+    assert line.startswith(
+        f"kobs collect: clusters[refusing]: cannot connect to {bootstrap}: SASL authentication"
+    )
+    assert line.endswith(
+        "— check clusters[refusing].security; watching the others, and asking it again less often"
+    )
+    rows = {row.split()[0]: row.split(None, 2)[1:] for row in result.stdout.splitlines()[2:-1]}
+    assert rows["sec/admin/offsets"][0] == rows["sec/admin/metadata"][0] == "ok", result.stdout
+    for source in ("refusing/admin/offsets", "refusing/admin/metadata"):
+        assert rows[source][0] == "FAILED", result.stdout
+        assert "refused x1 (refused: SASL authentication" in rows[source][1], result.stdout
+        (named,) = [entry for entry in logged if f" {source}: refused: SASL authentication" in entry]
+        assert named.endswith(
+            "invalid credentials with SASL mechanism SCRAM-SHA-512 — check clusters[refusing].security"
+        )
+    assert len(logged) == 2, result.stderr
+    ends, committed = offsets_on_metrics_topic(secure.bootstrap, metrics_topic)
+    assert ends == PRODUCED and committed == COMMITTED  # the healthy cluster's, as Kafka's tools say
+    assert truth["group"] == {p: (committed[p], ends[p]) for p in COMMITTED}
+
+    strict = kobs(doc, tmp_path, "collect", "--once", "--strict-access")
+    assert strict.returncode == 2 and strict.stdout == ""
+    assert strict.stderr.splitlines() == [line.split("; watching the others")[0]]
+
+
 def test_tls_without_the_ca_or_without_a_client_certificate_fails_with_the_reason(secure, tmp_path):
     bootstrap, security = listener(secure, "mutual-tls")
     untrusted = {k: v for k, v in security.items() if k != "ssl_ca_location"}
@@ -269,3 +313,65 @@ def test_a_down_cluster_is_not_an_access_error():
     started = time.monotonic()
     check_access({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, "clusters[down]")  # an outage: passes
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.timeout(420)
+def test_a_password_rotated_under_a_running_collector_is_named_once_and_asked_less_often(secure, tmp_path):
+    """A user's SCRAM password changed on the brokers (``kafka-configs``) and the node restarted, so every
+    connection logs in again: the running collector's sources of that cluster say ``refused`` with Kafka's
+    cause, logged once per source while it lasts, counted at each scrape and asked less often (before: "Local:
+    Timed out" at every scrape, the cause never named). Runs last in the module: it restarts the node."""
+    user, old, new = "rotating", "first-password", "second-password"
+    scram = ("--entity-type", "users", "--entity-name", user)
+    kafka_tools.run_tool("kafka-configs", "--bootstrap-server", secure.bootstrap, "--alter", *scram,
+                         "--add-config", f"SCRAM-SHA-512=[password={old}]")  # fmt: skip
+    metrics_topic = "secure-metrics-rotation"
+    create_topic(secure.bootstrap, metrics_topic, 2)
+    doc = config_doc(secure.bootstrap, {}, metrics_topic, tmp_path / "run")
+    security = {"protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": user,
+                "sasl_password_env": "KOBS_TEST_ROTATING_PASSWORD"}  # fmt: skip
+    doc["clusters"].append(
+        {"name": "rotating", "bootstrap_servers": [secure.sasl_bootstrap], "security": security}
+    )
+    doc["intervals"] = {"offsets_s": 2, "metadata_s": 2}
+    path = tmp_path / "kobs.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    env = os.environ | {"PYTHONPATH": str(ROOT), "KOBS_TEST_ROTATING_PASSWORD": old}
+    argv = [sys.executable, "-m", "kobs.cli", "collect", "--config", str(path)]
+    log = tmp_path / "collect.log"
+    with open(log, "wb") as out:
+        collector = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
+    address = doc["sinks"]["self_metrics_address"]
+    scraped = ("kobs_collector_scrape_duration_seconds_count", "rotating/admin/offsets", "")
+    refused = ("kobs_collector_scrape_errors_total", "rotating/admin/offsets", "refused")
+    try:
+        assert wait_for(lambda: _self_metrics(address).get(scraped, 0) >= 2, 60), log.read_text()
+        assert _self_metrics(address).get(refused, 0) == 0  # logged in with the first password
+        kafka_tools.run_tool("kafka-configs", "--bootstrap-server", secure.bootstrap, "--alter", *scram,
+                             "--add-config", f"SCRAM-SHA-512=[password={new}]")  # fmt: skip
+        secure.restart(next(iter(secure.nodes)))
+        assert wait_for(lambda: _self_metrics(address).get(refused, 0) >= 3, 180), log.read_text()
+        healthy = ("kobs_collector_scrape_errors_total", "sec/admin/offsets", "refused")
+        assert _self_metrics(address).get(healthy, 0) == 0
+    finally:
+        collector.send_signal(signal.SIGTERM)
+        collector.wait(60)
+    lines = log.read_text().splitlines()
+    for source in ("rotating/admin/offsets", "rotating/admin/metadata"):
+        named = [line for line in lines if f"{source}: refused: SASL authentication" in line]
+        assert len(named) == 1, "\n".join(lines)
+        assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in named[0]
+        assert named[0].endswith("— check clusters[rotating].security")
+
+
+def _self_metrics(address: str) -> dict[tuple[str, str, str], float]:
+    """The collector's self-metrics by (sample name, source, reason); empty while they are not served."""
+    try:
+        page = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}
+    return {
+        (s.name, s.labels.get("source", ""), s.labels.get("reason", "")): s.value
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+    }
