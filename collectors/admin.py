@@ -133,14 +133,16 @@ def list_topics(admin: AdminClient, timeout_s: float) -> Any:
                 raise
         return admin.list_topics(timeout=deadline - time.monotonic())
     except KafkaException:
-        admin.poll(0)  # serves the error callback
         watch = _watches.get(id(admin))
-        if watch is not None and watch.refused is not None and watch.refused[0] >= started:
-            text = f"{cause(watch.refused[1])} — check {watch.where}.security"
-            raise Refused(KafkaError(KafkaError._AUTHENTICATION, text)) from None
+        if watch is not None:
+            admin.poll(0)  # serves the error callback
+            if watch.refused is not None and watch.refused[0] >= started:
+                text = f"{cause(watch.refused[1])} — check {watch.where}.security"
+                raise Refused(KafkaError(KafkaError._AUTHENTICATION, text)) from None
         raise
     finally:
-        admin.poll(0)  # errors queue up until served
+        if id(admin) in _watches:
+            admin.poll(0)  # the errors its callback gets queue up until served
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

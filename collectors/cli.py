@@ -55,7 +55,7 @@ def run_collect(config: Config, once: bool, strict_access: bool = False) -> int:
     require_secrets(config)  # every secret the sources need, before any of them connects
     try:
         refused = check_config_access(config)
-    except AccessError as exc:  # the metrics topic's cluster: nothing could be published
+    except AccessError as exc:  # the metrics topic refused, or settings librdkafka refuses
         print(f"kobs collect: {exc}", file=sys.stderr)
         return 2
     for error in refused:

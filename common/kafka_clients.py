@@ -154,6 +154,10 @@ class AccessError(ConfigError):
     """The cluster refused the configured login or certificates, or librdkafka refused the settings."""
 
 
+class LoginRefused(AccessError):
+    """The cluster refused the configured login or certificates (the settings themselves were taken)."""
+
+
 class _DebugLog:
     """A librdkafka ``logger``: its lines go to this module's log at debug level (``kobs -v`` shows them).
     Only for clients that are polled: librdkafka queues their log lines until then."""
@@ -185,9 +189,9 @@ def metadata(
     creates it: brokers with ``auto.create.topics.enable`` (Kafka's default) create a topic a client asks
     metadata for, with the broker's defaults, and librdkafka's admin client asks so unless told not to.
 
-    Raises :class:`AccessError` as soon as the cluster refuses the login or the certificates, or when
-    librdkafka refuses the settings (a key file it cannot read); ``KafkaException`` when the cluster does
-    not answer (down, or no answer in ``timeout_s``).
+    Raises :class:`LoginRefused` as soon as the cluster refuses the login or the certificates,
+    :class:`AccessError` when librdkafka refuses the settings (a key file it cannot read);
+    ``KafkaException`` when the cluster does not answer (down, or no answer in ``timeout_s``).
     """
     errors: list[KafkaError] = []
     servers = settings.get("bootstrap.servers", "?")
@@ -206,7 +210,7 @@ def metadata(
         admin.poll(0)  # serves the queued errors (and log lines)
         refused = [e for e in errors if refusal(e)]
         if refused:
-            raise AccessError(
+            raise LoginRefused(
                 f"{where}: cannot connect to {servers}: {cause(refused[0])} — check {where}.security"
             ) from None
         down = any(e.code() == KafkaError._ALL_BROKERS_DOWN for e in errors)
@@ -221,10 +225,11 @@ def check_access(settings: Mapping[str, Any], where: str, timeout_s: float = 5.0
         metadata(settings, where, timeout_s)
 
 
-def check_config_access(config: Config, timeout_s: float = 5.0) -> list[AccessError]:
+def check_config_access(config: Config, timeout_s: float = 5.0) -> list[LoginRefused]:
     """:func:`check_access` of the metrics topic and of every cluster with Admin API access at once (each
-    distinct set of settings once): the metrics topic's refusal is raised, the watched clusters' returned
-    in configuration order."""
+    distinct set of settings once): the watched clusters that refuse the login or the certificates are
+    returned, in configuration order; the metrics topic's refusal, and settings librdkafka refuses, are
+    raised."""
     checks: dict[str, tuple[str, dict[str, Any]]] = {}
     for where, settings in [
         (
@@ -240,7 +245,7 @@ def check_config_access(config: Config, timeout_s: float = 5.0) -> list[AccessEr
     for (where, _), future in zip(checks.values(), done, strict=True):
         try:
             future.result()
-        except AccessError as error:
+        except LoginRefused as error:
             if where == "metrics_topic":
                 raise
             refused.append(error)
