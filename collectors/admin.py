@@ -46,16 +46,17 @@ class Refused(KafkaException):
 
 
 class _AccessWatch:
-    """An Admin client's ``error_cb``: the last refusal (SASL login, TLS handshake) it reported. librdkafka
-    tells a refusal only there, served by ``poll``; a request meanwhile just times out."""
+    """An Admin client's ``error_cb``: the last refusal (SASL login, TLS handshake) it reported since the
+    cluster last answered a listing. librdkafka tells a refusal only there, served by ``poll``; a request
+    meanwhile just times out (and while it waits to connect again, without a new refusal)."""
 
     def __init__(self, where: str):
         self.where = where
-        self.refused: tuple[float, KafkaError] | None = None
+        self.refused: KafkaError | None = None
 
     def __call__(self, error: KafkaError) -> None:
         if refusal(error):
-            self.refused = (time.monotonic(), error)
+            self.refused = error
 
 
 _watches: dict[int, _AccessWatch] = {}  # per client made by admin_client
@@ -122,27 +123,27 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
 def list_topics(admin: AdminClient, timeout_s: float) -> Any:
     """The metadata of every topic, asked again once when the request timed out (librdkafka then drops
     the connection to the broker it asked, hung most likely, and asks another) and time is left.
-    :class:`Refused` when the cluster refused the login or the certificates meanwhile."""
-    started = time.monotonic()
-    deadline = started + timeout_s
+    :class:`Refused` when the cluster refused the login or the certificates since it last answered."""
+    deadline = time.monotonic() + timeout_s
+    watch = _watches.get(id(admin))
     try:
         try:
-            return admin.list_topics(timeout=min(timeout_s, METADATA_TIMEOUT_MS / 1000 + 1))
+            found = admin.list_topics(timeout=min(timeout_s, METADATA_TIMEOUT_MS / 1000 + 1))
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError._TIMED_OUT or deadline - time.monotonic() < 1:
                 raise
-        return admin.list_topics(timeout=deadline - time.monotonic())
+            found = admin.list_topics(timeout=deadline - time.monotonic())
     except KafkaException:
-        watch = _watches.get(id(admin))
         if watch is not None:
             admin.poll(0)  # serves the error callback
-            if watch.refused is not None and watch.refused[0] >= started:
-                text = f"{cause(watch.refused[1])} — check {watch.where}.security"
+            if watch.refused is not None:  # refused since the last listing it answered
+                text = f"{cause(watch.refused)} — check {watch.where}.security"
                 raise Refused(KafkaError(KafkaError._AUTHENTICATION, text)) from None
         raise
-    finally:
-        if id(admin) in _watches:
-            admin.poll(0)  # the errors its callback gets queue up until served
+    if watch is not None:
+        admin.poll(0)  # the errors its callback gets queue up until served
+        watch.refused = None
+    return found
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:
