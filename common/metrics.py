@@ -219,6 +219,13 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "but not in every ISR it left), 2 when that has lasted past alerts.maintenance_grace_s, else 0.",
     ),
     _m(
+        "kobs_broker_departure_unexplained",
+        "gauge",
+        "cluster broker",
+        "1 from the scrape that saw the broker leave until a controller reading says whether it asked to "
+        "leave (at most 30 s; never where no controller is read), else 0: the pages it causes wait for it.",
+    ),
+    _m(
         "kobs_broker_maintenance_seconds",
         "gauge",
         "cluster broker",

@@ -15,7 +15,9 @@ broker during maintenance is an incident. A broker that leaves and returns betwe
 unclassified, which pages like a crash would; so do clusters whose controllers are not scraped.
 
 A planned departure is *maintenance* from the scrape that saw it leave until it is back and in every ISR
-again, for at most the grace (``alerts.maintenance_grace_s``); past the grace it is *overdue*.
+again, for at most the grace (``alerts.maintenance_grace_s``); past the grace it is *overdue*. Until the
+next reading after it left classifies it, a departure is *unexplained* (where controllers are read at all,
+for at most ``EXPLAIN_WAIT_S``): the pages its partitions cause wait for that word so as to name the cause.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from dataclasses import dataclass, field
 NONE, PLANNED, OVERDUE = 0, 1, 2  # kobs_broker_maintenance
 MAX_READINGS = 1_000  # controller readings kept per cluster (three controllers every 5 s: over 25 minutes)
 KEEP_READINGS_S = 600.0  # and for this long at least: the metadata scrape a reading explains may come later
+# A departure no reading has classified is unexplained for at most this long: the controllers are read every
+# metrics interval (15 s by default), and KafkaBrokerDown waits 30 s for the same word.
+EXPLAIN_WAIT_S = 30.0
 
 
 @dataclass
@@ -91,6 +96,18 @@ class Departures:
             keep_from = min((d.last_listed_s for d in self.away.values()), default=self.readings[-1][0])
             keep_from = min(keep_from, self.readings[-1][0] - KEEP_READINGS_S)
             self.readings = [r for r in self.readings if r[0] >= keep_from]
+
+    def unexplained(self, broker: str, now_s: float) -> bool:
+        """The broker is away, controllers are read and none has said yet whether it asked to leave; for at
+        most ``EXPLAIN_WAIT_S`` after the scrape that saw it leave."""
+        departure = self.away.get(broker)
+        return (
+            departure is not None
+            and departure.planned is None
+            and departure.back_s is None
+            and bool(self.readings)
+            and now_s - departure.left_s < EXPLAIN_WAIT_S
+        )
 
     def state(self, broker: str, now_s: float, grace_s: float) -> tuple[int, float]:
         """(maintenance code, seconds since it left) of a broker: NONE and 0 unless it left planned."""

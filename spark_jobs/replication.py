@@ -399,6 +399,8 @@ class ReplicationAnalysis:
                 row["maintenance"], row["maintenance_s"] = state
                 out.append(Derived("kobs_broker_maintenance", labels, state[0]))
                 out.append(Derived("kobs_broker_maintenance_seconds", labels, state[1]))
+                unexplained = cluster.departures.unexplained(broker, cluster.now_s)
+                out.append(Derived("kobs_broker_departure_unexplained", labels, float(unexplained)))
             out.append(Derived("kobs_broker_leader_partitions", labels, leads[broker]))
             if broker in imbalance:
                 out.append(Derived("kobs_broker_leader_imbalance_ratio", labels, imbalance[broker]))

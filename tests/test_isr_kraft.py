@@ -136,12 +136,16 @@ def test_a_real_unclean_election_is_counted_as_kafka_counts_it_with_counters_and
     try:
         assert scrape_until(lambda: _isr_of(kafka_cluster, topic) == (2,), 60), "node 3 fell out of the ISR"
         kafka_cluster.kill(2)
-        assert scrape_until(lambda: _isr_of(kafka_cluster, topic) in ((), (2,)), 60)  # offline
-    finally:
+        # Two of the three voters gone: no controller can change the partition (led by the dead node 2) and
+        # none answers kafka-topics --describe (it asks the controller for reassignments); node 1 still
+        # serves its metadata, which kobs scrapes.
+        for _ in range(3):
+            scrape()
+            time.sleep(1)
         kafka_cluster.resume(3)
-    try:
         elected = scrape_until(lambda: _leader_of(kafka_cluster, topic) == 3, 90)
     finally:
+        kafka_cluster.resume(3)
         kafka_cluster.restart(2)
     assert elected, "Kafka elected node 3"
     after = kafka_count()

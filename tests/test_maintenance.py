@@ -100,6 +100,35 @@ def test_a_crash_is_no_maintenance():
     assert broker(analysis, 2) == (0, 0, 0)
 
 
+def unexplained(analysis, broker_id, cluster="c") -> float:
+    return metrics(analysis)["kobs_broker_departure_unexplained", (cluster, str(broker_id))]
+
+
+def test_a_departure_is_unexplained_until_a_controller_reading_after_it_says_planned_or_not():
+    """The pages its partitions cause wait for that word, to name the cause (kafka_replication.rules.yml)."""
+    for planned in (True, False):
+        analysis = ReplicationAnalysis()
+        analysis.observe([*listed(0, 1, 2, 3), *shutting_down(0, 0)])
+        analysis.observe(listed(15, 1, 3))
+        assert unexplained(analysis, 2) == 1
+        analysis.observe(shutting_down(20, int(planned)))
+        assert (unexplained(analysis, 2), broker(analysis, 2)[1]) == (0, int(planned))
+
+
+def test_a_departure_no_reading_explains_waits_30_s_and_none_where_no_controller_is_read():
+    analysis = ReplicationAnalysis()
+    analysis.observe([*listed(0, 1, 2, 3), *shutting_down(0, 0)])
+    analysis.observe(listed(15, 1, 3))
+    analysis.observe(listed(40, 1, 3))
+    assert unexplained(analysis, 2) == 1
+    analysis.observe(listed(45, 1, 3))
+    assert unexplained(analysis, 2) == 0  # 30 s: the pages go out unexplained
+    unread = ReplicationAnalysis()
+    unread.observe(listed(0, 1, 2, 3))
+    unread.observe(listed(15, 1, 3))
+    assert unexplained(unread, 2) == 0
+
+
 def test_a_planned_restart_past_its_grace_is_overdue():
     analysis = ReplicationAnalysis(maintenance_grace_s=60)
     restart_of_2(analysis, planned=True)
