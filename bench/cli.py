@@ -30,6 +30,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "p95 freshness in the demo, or a running deployment (--config): collector sample time -> derived "
         "metric visible on kobs stream's exporter",
     ),
+    "scrapers": (
+        "bench.scrapers",
+        "exporter latency under a crowd of scrapers (50 at once, 2,000 requests) against prometheus_client's "
+        "own server (target: p99 < 100 ms)",
+    ),
     "simulate": (
         "bench.simulate",
         "simulated seconds per wall second of a 30-broker, 10,000-partition cluster (target: 10x real time)",

@@ -3,7 +3,8 @@
 One entry per metric (name, Prometheus type, labels, meaning). ``docs/metrics.md`` documents the same list
 for people; a test keeps the two, the rule files and the dashboards in agreement. Raw broker metrics that
 some rules read straight from JMX exporters (Strimzi-style names) are listed in ``RAW_BROKER_METRICS``, and
-the collectors' own health (``kobs collect``'s self-metrics registry) in ``COLLECTOR_METRICS``.
+the collectors' own health (``kobs collect``'s self-metrics registry) in ``COLLECTOR_METRICS``, the
+exporter's own serving in ``EXPORTER_METRICS``.
 """
 
 from __future__ import annotations
@@ -413,6 +414,17 @@ DERIVED_METRICS: tuple[Metric, ...] = (
     ),
 )
 
+# How ``kobs stream``'s exporter serves (common/serving.py), on the same page as the derived metrics.
+EXPORTER_METRICS: tuple[Metric, ...] = (
+    _m(
+        "kobs_exporter_render_seconds",
+        "histogram",
+        "",
+        "Time to render one kind of /metrics page (once per micro-batch and kind; every other scrape is "
+        "served the rendering).",
+    ),
+)
+
 # Broker metrics as the Prometheus JMX exporter names them with Strimzi's rules (lower-cased, counters for
 # meters end in _total); the scrape config must add a ``cluster`` label to every broker target.
 RAW_BROKER_METRICS: tuple[Metric, ...] = (
@@ -512,7 +524,7 @@ COLLECTOR_METRICS: tuple[Metric, ...] = (
     ),
 )
 
-ALL_METRICS = {m.name: m for m in DERIVED_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}
+ALL_METRICS = {m.name: m for m in DERIVED_METRICS + EXPORTER_METRICS + RAW_BROKER_METRICS + COLLECTOR_METRICS}
 
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 

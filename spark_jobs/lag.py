@@ -69,17 +69,21 @@ class LagAnalysis:
     table = "lag"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER))
-    settings = ()  # nothing comes from the configuration
+    settings = ("offsets_interval_s",)  # intervals.offsets_s: how often the collectors scrape offsets
     chunked = frozenset(INPUT_NAMES)  # a sample each per partition (and group) and scrape
 
-    def __init__(self, window: int = 10):
+    def __init__(self, window: int = 10, offsets_interval_s: float = 0.0):
+        """``offsets_interval_s``: the windows keep about one observation per interval, however many
+        collectors scrape the same offsets (0: every observation)."""
         self.tracker = LagTracker(window)
+        self.offsets_interval_s = offsets_interval_s
         self.groups: dict[tuple[str, str], GroupSeen] = {}  # (cluster, group)
         self.listings: dict[str, list[float]] = {}  # cluster -> times of its newest group listings
         self.skipped = 0  # samples without topic, partition (and group for commits) or a finite value
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update({"groups": {}, "listings": {}} | state)  # state stored before these were kept
+        defaults = {"groups": {}, "listings": {}, "offsets_interval_s": 0.0}  # state stored before these were
+        self.__dict__.update(defaults | state)
 
     def observe(self, observations: Iterable[Observation | Samples]) -> None:
         offsets = {name: ([], [], []) for name in INPUT_NAMES}  # keys, times, values
@@ -90,7 +94,7 @@ class LagAnalysis:
             else:
                 skipped += not self._group(o)
         for name, read in offsets.items():
-            self.tracker.add(name, *read)
+            self.tracker.add(name, *read, spacing_s=self.offsets_interval_s)
         self._forget_deleted_groups()
         if skipped:
             self.skipped += skipped

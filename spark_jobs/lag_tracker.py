@@ -93,12 +93,19 @@ class LagTracker:
             del state["_now"]
         self.__dict__.update(state)
 
-    def add(self, name: str, keys: Sequence[tuple], times: Sequence[float], values: Sequence[float]) -> None:
+    def add(
+        self,
+        name: str,
+        keys: Sequence[tuple],
+        times: Sequence[float],
+        values: Sequence[float],
+        spacing_s: float = 0.0,
+    ) -> None:
         """Take observations of one of ``INPUT_NAMES`` (in the order they were read): offsets (whole numbers)
         of the series ``keys``, (cluster, group, topic, partition) for commits, else (cluster, topic,
-        partition)."""
+        partition); about one per ``spacing_s`` kept (:meth:`Windows.add`)."""
         kinds = dict(zip(INPUT_NAMES, (self._commits, self._ends, self._starts), strict=True))
-        kinds[name].add(keys, times, values)
+        kinds[name].add(keys, times, values, spacing_s)
 
     def forget_groups(self, gone: set[tuple[str, str]]) -> None:
         """Forget the committed offsets of the (cluster, group)s in ``gone``: deleted groups."""

@@ -15,7 +15,7 @@ import numpy as np
 
 class Windows:
     """The last ``size`` observations of each series, one per time (a time observed again takes the later
-    value), oldest first.
+    value), oldest first; with a ``spacing_s``, about one per spacing (:meth:`add`).
 
     Row ``i`` holds the series ``keys[i]``; rows stay sorted by key. ``times`` and ``values`` are
     ``[rows, size]`` arrays filled from the right: a series' newest observation is in the last column and
@@ -50,17 +50,31 @@ class Windows:
         windows.add(keys, times, values)
         return windows
 
-    def add(self, keys: Sequence[tuple], times: Sequence[float], values: Sequence[int]) -> None:
-        """Take observations (in the order they were read) of the series ``keys``."""
+    def add(
+        self, keys: Sequence[tuple], times: Sequence[float], values: Sequence[int], spacing_s: float = 0.0
+    ) -> None:
+        """Take observations (in the order they were read) of the series ``keys``. With ``spacing_s`` (the
+        interval the series are scraped at), a series' newest observation gives way to a newer one less
+        than 1.5 spacings after the observation before it: two collectors scraping the same series (an HA
+        pair) fill a window no faster than one, and it spans as long."""
         if not keys:
             return
         rows = self._rows(keys)
         t = np.asarray(times, np.float64)
         v = np.asarray(values, np.int64)
-        if len(np.unique(rows)) == len(rows) and not (t <= self.times[rows, -1]).any():
-            self._append(rows, t, v)  # the usual batch: one newer scrape of each series
-        else:
-            self._merge(rows, t, v)
+        newer = ~(t <= self.times[rows, -1])  # than the series' newest (NaN: none yet)
+        if not newer.all():
+            self._merge(rows[~newer], t[~newer], v[~newer])  # late: put in place among the held
+            rows, t, v = rows[newer], t[newer], v[newer]
+        if len(np.unique(rows)) == len(rows):
+            self._append(rows, t, v, 1.5 * spacing_s)  # the usual batch: one newer scrape of each series
+            return
+        order = np.lexsort((t, rows))  # stable: of equal times, the later read comes later
+        rows, t, v = rows[order], t[order], v[order]
+        rank = np.arange(len(rows)) - np.searchsorted(rows, rows)  # each one's place in its series' run
+        for k in range(int(rank.max()) + 1):
+            at = rank == k
+            self._append(rows[at], t[at], v[at], 1.5 * spacing_s)
 
     def drop(self, gone: Callable[[tuple], bool]) -> None:
         """Forget the series whose key ``gone`` says."""
@@ -86,9 +100,13 @@ class Windows:
         self.times = np.concatenate([self.times, np.full(empty, np.nan)])[order]
         self.values = np.concatenate([self.values, np.zeros(empty, np.int64)])[order]
 
-    def _append(self, rows: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+    def _append(self, rows: np.ndarray, t: np.ndarray, v: np.ndarray, replace_within_s: float) -> None:
+        """One observation, no older than its series' newest, for each of ``rows`` (distinct): it replaces
+        the newest when their times are equal or it is within ``replace_within_s`` of the one before."""
+        before = self.times[rows, -2] if self.size > 1 else np.full(len(rows), np.nan)
+        shifted = rows[~((t == self.times[rows, -1]) | (t - before < replace_within_s))]
         for held, new in ((self.times, t), (self.values, v)):
-            held[rows, :-1] = held[rows, 1:]
+            held[shifted, :-1] = held[shifted, 1:]
             held[rows, -1] = new
 
     def _merge(self, rows: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:

@@ -94,7 +94,7 @@ def analyses(config: Config) -> list[Analysis]:
     """Every analysis the query runs, fresh."""
     flapping, intervals = config.analytics.flapping, config.intervals
     return [
-        LagAnalysis(),
+        LagAnalysis(offsets_interval_s=intervals.offsets_s),
         ReplicationAnalysis(
             stale_after_s=3 * intervals.metrics_s,
             forget_after_s=3 * intervals.metadata_s,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 
@@ -20,6 +21,7 @@ from spark_jobs import lag_tracker
 from spark_jobs.analysis import Observation
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.lag_tracker import GroupLag, LagTracker, Window
+from spark_jobs.lag_windows import Windows
 from spark_jobs.snapshots import load_state
 
 fed = fed_both_ways(LagAnalysis)  # every test: one by one (the reference) and in chunks (the stream)
@@ -295,3 +297,40 @@ def test_a_partitions_member_is_served_and_named_in_its_history_row_as_burrow_na
     assert members == [
         ("kobs_consumergroup_partition_member", ("c", "billing", "t", "0", "app-1", "/10.0.0.7"), 1)
     ]
+
+
+def test_two_collectors_scraping_the_same_offsets_give_one_collectors_lag_in_seconds():
+    """An HA pair of collectors with one config (offsets every 10 s, the second 5 s after the first): the
+    windows keep about one observation per interval, so a stopped group's lag in seconds, bounded by the
+    time its 10 end offsets span, is one collector's 90 s at 200 s (it was 45 s: twice the observations
+    spanned half the time)."""
+
+    def lag_seconds(times: list[float], spacing_s: float) -> float:
+        tracker = LagTracker()
+        for t in times:  # 10 records/s written since long before; the group committed 50 and stopped
+            for name, key, value in (
+                (PARTITION_END_OFFSET, ("c", "t", "0"), 1000 + 10 * t),
+                (GROUP_COMMITTED_OFFSET, ("c", "g", "t", "0"), 50),
+            ):
+                tracker.add(name, [key], [t], [value], spacing_s=spacing_s)
+        [p] = tracker.evaluate().partitions
+        return p.lag_seconds
+
+    one = [float(t) for t in range(0, 201, 10)]
+    pair = sorted(one + [t + 5 for t in one[:-1]])
+    assert lag_seconds(one, 10) == lag_seconds(one, 0) == 90  # the window: 110 s to 200 s
+    assert lag_seconds(pair, 10) == 90
+    assert lag_seconds(pair, 0) == 45
+
+
+def test_windows_spaced_keep_the_newest_observation_and_about_one_per_spacing():
+    """Observations from two scrapers in one batch, late ones and repeats: the newest is always kept, and
+    those kept before it are at least a spacing apart."""
+    windows = Windows(5)
+    times = [0.0, 4.0, 10.0, 14.0, 20.0, 24.0, 30.0, 34.0, 40.0, 44.0, 50.0]
+    windows.add([("k",)] * len(times), times, list(range(len(times))), spacing_s=10)
+    windows.add([("k",), ("k",)], [44.0, 52.0], [90, 91], spacing_s=10)  # a repeat, then one 2 s later
+    kept = windows.times[0].tolist()
+    assert kept[-1] == 52.0 and windows.values[0, -1] == 91
+    assert all(b - a >= 10 for a, b in itertools.pairwise(kept[:-1]))
+    assert kept[0] <= 52.0 - 3 * 10  # five observations span over three spacings

@@ -99,7 +99,7 @@ CHANGED = Config.model_validate(
                 ],
             }
         ],
-        "intervals": {"metrics_s": 30, "metadata_s": 60, "producers_s": 20},
+        "intervals": {"metrics_s": 30, "metadata_s": 60, "producers_s": 20, "offsets_s": 45},
         "analytics": {"flapping": {"flaps": 5, "window_s": 300, "clear_after_s": 1200}},
         "alerts": {"maintenance_grace_s": 900},
     }
@@ -122,7 +122,7 @@ def test_restored_analyses_take_every_setting_from_the_current_configuration(cap
                 s: getattr(fresh, s) for s in fresh.settings
             }
     changed = [r.getMessage() for r in caplog.records]
-    assert len(changed) == 5  # one line per analysis with settings: all but lag
+    assert len(changed) == 6  # one line per analysis
     assert (
         "isr_flapping: configuration changed since the snapshot (flaps 3 -> 5, window_s 600.0 -> 300.0, "
         "clear_after_s 900.0 -> 1200.0): state kept, new settings applied"
