@@ -289,6 +289,16 @@ class App(_Model):
     refresh_s: Seconds = 10.0
 
 
+class Spark(_Model):
+    """How ``kobs stream``'s driver meets a cluster master's executors; a local master uses none of it (its
+    driver binds 127.0.0.1)."""
+
+    driver_host: str = "127.0.0.1"  # the address executors reach the driver at (spark.driver.host)
+    bind_address: str | None = None  # the address it listens on (spark.driver.bindAddress); None: driver_host
+    authenticate: bool = True  # Spark's RPC authentication (spark.authenticate) with a cluster master
+    auth_secret_env: str | None = None  # the variable holding a spark:// cluster's shared secret
+
+
 class Config(_Model):
     clusters: list[Cluster] = Field(min_length=1)
     metrics_topic: MetricsTopic = MetricsTopic()
@@ -297,6 +307,7 @@ class Config(_Model):
     alerts: Alerts = Alerts()
     sinks: Sinks = Sinks()
     app: App = App()
+    spark: Spark = Spark()
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
@@ -339,11 +350,14 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
 
 def require_secrets(config: Config, environ: Mapping[str, str] | None = None) -> None:
     """ConfigError naming the first ``*_env`` key whose environment variable is unset, before anything
-    connects (otherwise a missing secret shows only when its client is built, after other work began)."""
+    connects (otherwise a missing secret shows only when its client is built, after other work began). The
+    Kafka clients' secrets: ``spark``'s is kobs stream's alone, read before it starts Spark."""
 
     def walk(node: Any, where: str) -> None:
         if isinstance(node, BaseModel):
             for name in type(node).model_fields:
+                if node is config and name == "spark":
+                    continue
                 value = getattr(node, name)
                 key = f"{where}.{name}" if where else name
                 if name.endswith("_env") and isinstance(value, str):

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 from common import jars
@@ -42,25 +43,28 @@ def jmx_password_files(folder: Path, credentials: tuple[str, str]) -> tuple[Path
 
 def jmx_flags(port: int, auth: tuple[Path, Path] | None = None) -> list[str]:
     """JVM flags that open a JMX/RMI endpoint on 127.0.0.1:``port`` only, without SSL; unauthenticated, or
-    with ``auth`` (the password and access files of :func:`jmx_password_files`) requiring that login."""
-    login = (
-        [
-            "-Dcom.sun.management.jmxremote.authenticate=true",
-            f"-Dcom.sun.management.jmxremote.password.file={auth[0]}",
-            f"-Dcom.sun.management.jmxremote.access.file={auth[1]}",
-        ]
-        if auth
-        else ["-Dcom.sun.management.jmxremote.authenticate=false"]
-    )
-    return [
-        "-Dcom.sun.management.jmxremote",
-        f"-Dcom.sun.management.jmxremote.port={port}",
-        f"-Dcom.sun.management.jmxremote.rmi.port={port}",
-        f"-Dcom.sun.management.jmxremote.host={HOST}",
-        f"-Djava.rmi.server.hostname={HOST}",
-        *login,
-        "-Dcom.sun.management.jmxremote.ssl=false",
-    ]
+    with ``auth`` (the password and access files of :func:`jmx_password_files`) requiring that login. The
+    endpoint is :data:`LOOPBACK_JMX`'s agent: the JDK's own (``com.sun.management.jmxremote.port``) also
+    opens a local connector on an ephemeral port of every address, which no property moves."""
+    login = f",{auth[0]},{auth[1]}" if auth else ""
+    return [f"-Djava.rmi.server.hostname={HOST}", f"-javaagent:{loopback_jmx_agent()}={port}{login}"]
+
+
+LOOPBACK_JMX = Path(__file__).with_name("LoopbackJmx.java")
+
+
+def loopback_jmx_agent() -> Path:
+    """The agent jar of :data:`LOOPBACK_JMX`, built at first use beside its compiled classes."""
+    classes = compiled(LOOPBACK_JMX)
+    jar = classes / "loopback-jmx.jar"
+    if not jar.exists():
+        partial = classes / f".loopback-jmx-{os.getpid()}.jar"
+        with zipfile.ZipFile(partial, "w") as built:
+            built.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nPremain-Class: LoopbackJmx\n")
+            for part in classes.glob("*.class"):
+                built.write(part, part.name)
+        os.replace(partial, jar)  # atomic: a concurrent build of the same jar may have won
+    return jar
 
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"  # the exporter rules files

@@ -282,8 +282,8 @@ class ConsoleProducer(ManagedProcess):
     the other producer ``properties`` in its ``--command-config``) that sends ``lines`` to ``topic``, one
     record each, then stays connected and idle with its stdin open, so its ``kafka.producer`` beans can be
     read while they hold still. With ``jmx_credentials`` (user, password) its JMX requires that login, from
-    a password file as a broker's would (``-Dcom.sun.management.jmxremote.password.file``). Ready once the
-    JMX port answers (the lines may still be in flight)."""
+    a password file in the format of a broker's (``com.sun.management.jmxremote.password.file``). Ready
+    once the JMX port answers (the lines may still be in flight)."""
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ import the project's packages as ``kobs stream``'s driver does.
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import urllib.request
 from pathlib import Path
@@ -20,16 +21,22 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 
 class SparkStandalone:
-    """``with SparkStandalone(run_dir, workers=2) as cluster:`` then ``--master cluster.url``."""
+    """``with SparkStandalone(run_dir, workers=2) as cluster:`` then ``--master cluster.url`` with the
+    secret ``cluster.secret``."""
 
     def __init__(self, run_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
+        """The master and workers require Spark's RPC authentication with :attr:`secret`, made for the run
+        (a driver passes it as ``spark.authenticate.secret``)."""
         self.run_dir = Path(run_dir)
         self.port, self.ui_port = free_port(), free_port()
+        self.secret = secrets.token_urlsafe(16)
         self.env = {
             "SPARK_HOME": str(SPARK_HOME),
             "SPARK_LOCAL_IP": HOST,
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_DAEMON_MEMORY": "256m",
+            "SPARK_DAEMON_JAVA_OPTS": "-Dspark.authenticate=true",
+            "_SPARK_AUTH_SECRET": self.secret,  # where Spark's daemons read it, off their command line
         }
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
         master = [spark_class, "org.apache.spark.deploy.master.Master", "--host", HOST]

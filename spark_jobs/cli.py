@@ -36,7 +36,9 @@ def add_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument(
         "--master",
         default="local[2]",
-        help="Spark master URL, e.g. local[*] or spark://host:7077 (default: %(default)s)",
+        help="Spark master URL, e.g. local[*] or spark://host:7077 (default: %(default)s); a cluster "
+        "master reads the config's spark section: the address executors reach the driver at, and the "
+        "secret of Spark's RPC authentication",
     )
     parser.add_argument(
         "--trigger-seconds",

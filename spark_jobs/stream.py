@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from common import jars
-from common.config import Config
+from common.config import Config, ConfigError, Spark, secret
 from common.serving import serve_metrics
 from spark_jobs.analysis import Analysis
 from spark_jobs.backlog import CatchUp
@@ -88,6 +88,7 @@ LOG_CONFIG = Path(__file__).with_name("log4j2.properties")  # the driver JVM's l
 # default, 10 ms, asked the metrics topic's leaders up to 100 times a second between batches: 2 of the
 # JVM's 10 CPU s a minute in the demo). A record waits 50 ms longer on average.
 POLLING_DELAY = "100ms"
+SECRET = "spark.authenticate.secret"  # a spark:// cluster's shared secret (RPC authentication)
 
 
 def analyses(config: Config) -> list[Analysis]:
@@ -127,12 +128,15 @@ def burrow_api(config: Config, jobs: Pipeline) -> BurrowApi:
     return BurrowApi([c.name for c in config.clusters], lambda: jobs.latest_history(LagAnalysis.table))
 
 
-def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stream") -> SparkSession:
+def spark_session(
+    master: str, ui_port: int | None = None, app: str = "kobs-stream", cluster: Spark | None = None
+) -> SparkSession:
     """The session of ``kobs stream``, with Spark's Kafka source (``spark.jars``, resolved by setup: Spark
     ships them to the executors). With a local master nothing of it is for other hosts: the driver, its
-    block manager and the UI bind 127.0.0.1 (``SPARK_LOCAL_IP``, unless set). With a cluster master the
-    executors must reach the driver: set ``SPARK_LOCAL_IP`` or ``spark.driver.host`` for that network. The
-    web UI, which has no authentication, is off unless ``ui_port`` is given. Options that carry secrets
+    block manager and the UI bind 127.0.0.1 (``SPARK_LOCAL_IP``, unless set). With a cluster master, the
+    configuration's ``cluster`` settings (:func:`cluster_settings`): where the driver listens, the address
+    its executors reach it at, and RPC authentication. The web UI, which has no authentication, is off
+    unless ``ui_port`` is given. Options that carry secrets
     (the Kafka login, the client key) are redacted wherever Spark shows a plan. The analyses' state
     partitions are one per core of a local master, else ``STATE_PARTITIONS``, unless
     ``spark.sql.shuffle.partitions`` is set in Spark's own configuration (``spark-defaults.conf``,
@@ -146,6 +150,7 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    on_cluster = cluster_settings(master, cluster or Spark())
     conf = (
         SparkConf()
         .setMaster(master)
@@ -165,8 +170,13 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     )
     if ui_port is not None:
         conf.set("spark.ui.port", str(ui_port))
+    shared_secret = on_cluster.pop(SECRET, None)
+    for key, value in on_cluster.items():
+        conf.set(key, value)
     on_ctrl_c = signal.getsignal(signal.SIGINT)
     gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    if shared_secret is not None:  # set once the JVM runs: not on its command line, where ps shows it
+        conf.set(SECRET, shared_secret)
     session = SparkSession(SparkContext(conf=conf, gateway=gateway))
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, on_ctrl_c)  # SparkContext's own raises KeyboardInterrupt mid-call
@@ -176,6 +186,32 @@ def spark_session(master: str, ui_port: int | None = None, app: str = "kobs-stre
     if not session.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):  # unless set for Spark
         session.conf.set("spark.sql.shuffle.partitions", local_cores(session) or STATE_PARTITIONS)
     return session
+
+
+def cluster_settings(master: str, cluster: Spark) -> dict[str, str]:
+    """Spark's settings for a cluster ``master`` (none for a local one): the driver binds
+    ``cluster.bind_address`` and is reached at ``cluster.driver_host`` (127.0.0.1 unless configured: set an
+    address the executors can reach), with RPC authentication unless ``cluster.authenticate`` is off. YARN
+    and Kubernetes make each application its own secret; a ``spark://`` master's daemons share one, which
+    the driver reads from ``cluster.auth_secret_env``: ConfigError without it."""
+    if master.startswith("local"):
+        return {}
+    settings = {
+        "spark.driver.host": cluster.driver_host,
+        "spark.driver.bindAddress": cluster.bind_address or cluster.driver_host,
+    }
+    if not cluster.authenticate:
+        return settings
+    settings["spark.authenticate"] = "true"
+    if master.startswith("spark://"):
+        if cluster.auth_secret_env is None:
+            raise ConfigError(
+                "config error: spark.auth_secret_env is required with a spark:// master — name the "
+                "environment variable holding the secret its master and workers share (their "
+                "spark.authenticate.secret), or set spark.authenticate: false to run without authentication"
+            )
+        settings[SECRET] = secret(cluster.auth_secret_env, "spark.auth_secret_env")
+    return settings
 
 
 def local_cores(spark: SparkSession) -> int | None:
@@ -348,6 +384,7 @@ def run_stream(
     """
     tune_gc()  # the driver: the one-process path and the exporter's rows
     check_resumable(config.sinks.checkpoint_dir / QUERY)
+    cluster_settings(master, config.spark)  # a missing Spark secret fails before anything starts
     stop = stop or threading.Event()
     jobs = pipeline(config)
     served = DerivedCollector(jobs, ExpositionPolicy.from_config(config))
@@ -355,7 +392,7 @@ def run_stream(
     with exporter(address, served, api=burrow_api(config, jobs)):  # a taken address fails before Spark
         where = f"metrics on http://{address}/metrics, Burrow's API on http://{address}/v3/kafka"
         print(f"kobs stream: {where}", flush=True)
-        spark = spark_session(master, ui_port)
+        spark = spark_session(master, ui_port, cluster=config.spark)
         try:
             return run_queries(spark, config, jobs, trigger_s, available_now, stop)
         except (Py4JError, ConnectionError):

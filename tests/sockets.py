@@ -73,27 +73,5 @@ def _is_loopback(address: str) -> bool:
 
 
 def beyond_loopback(pids: set[int]) -> set[tuple[str, int, int]]:
-    """The listening sockets of these processes and their descendants not bound to a loopback address,
-    but for the JDK's local JMX connector: a JVM with a remote JMX port also serves one on an ephemeral port
-    of every address, which accepts connections from the machine's own addresses only
-    (``jdk.internal.agent``'s ``LocalRMIServerSocketFactory``), and nothing can move it."""
-    found = set()
-    for address, port, pid in listening(descendants(pids)):
-        jmx = _jmx_port(pid)
-        if not _is_loopback(address) and (jmx is None or not _is_ephemeral(port)):
-            found.add((address, port, pid))
-    return found
-
-
-def _jmx_port(pid: int) -> int | None:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    flag = b"-Dcom.sun.management.jmxremote.port="
-    return next((int(arg[len(flag) :]) for arg in argv if arg.startswith(flag)), None)
-
-
-def _is_ephemeral(port: int) -> bool:
-    low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    return low <= port <= high
+    """The listening sockets of these processes and their descendants not bound to a loopback address."""
+    return {(a, port, pid) for a, port, pid in listening(descendants(pids)) if not _is_loopback(a)}

@@ -38,7 +38,7 @@ def _compose_config(**environ: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def services() -> dict:
-    result = _compose_config(GRAFANA_ADMIN_PASSWORD="s3cret-for-the-test")
+    result = _compose_config(GRAFANA_ADMIN_PASSWORD="s3cret-for-the-test", SPARK_AUTH_SECRET="spark-s3cret")
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)["services"]
 
@@ -238,15 +238,30 @@ def test_every_port_is_published_on_loopback_unless_told_otherwise(services):
     published = {name: _published(service) for name, service in services.items() if "ports" in service}
     assert published and all(host == "127.0.0.1" for rows in published.values() for host, _, _ in rows)
     moved = yaml.safe_load(
-        _compose_config(GRAFANA_ADMIN_PASSWORD="x", KOBS_PUBLISH_ADDRESS="192.0.2.10").stdout
+        _compose_config(
+            GRAFANA_ADMIN_PASSWORD="x", SPARK_AUTH_SECRET="y", KOBS_PUBLISH_ADDRESS="192.0.2.10"
+        ).stdout
     )["services"]
     assert {host for service in moved.values() for host, _, _ in _published(service)} == {"192.0.2.10"}
 
 
 def test_grafana_has_no_default_password(services):
-    result = _compose_config()
+    result = _compose_config(SPARK_AUTH_SECRET="y")
     assert result.returncode != 0 and "set GRAFANA_ADMIN_PASSWORD" in result.stderr
     assert services["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "s3cret-for-the-test"
+
+
+def test_spark_authenticates_its_rpc_with_a_secret_the_stack_has_no_default_for(services):
+    """The master, the worker and the driver share SPARK_AUTH_SECRET; the driver is reached by its name."""
+    result = _compose_config(GRAFANA_ADMIN_PASSWORD="x")
+    assert result.returncode != 0 and "set SPARK_AUTH_SECRET" in result.stderr
+    for name in ("spark-master", "spark-worker"):
+        environment = services[name]["environment"]
+        assert environment["SPARK_DAEMON_JAVA_OPTS"] == "-Dspark.authenticate=true"
+        assert environment["_SPARK_AUTH_SECRET"] == "spark-s3cret"
+    config = load_config(ROOT / "deploy" / "kobs.yaml")
+    assert services["streaming"]["environment"][config.spark.auth_secret_env] == "spark-s3cret"
+    assert (services["streaming"]["hostname"], config.spark.authenticate) == (config.spark.driver_host, True)
 
 
 def test_the_spark_ui_is_served_only_where_published(services):

@@ -23,7 +23,7 @@ from test_stream_restart import served
 
 from bench.stream import produce
 from bench.workload import Shape, Workload
-from common.config import Config
+from common.config import Config, Spark
 from peers.process import free_port
 from peers.spark import SparkStandalone
 from spark_jobs.stream import QUERY, STATE_PARTITIONS, pipeline, start_query
@@ -74,12 +74,13 @@ def test_a_standalone_cluster_derives_what_local_mode_derives(spark, kafka_clust
     assert query.exception() is None
 
     config = config_for(tmp_path / "cluster", topic, kafka_cluster.bootstrap, per_batch)
+    config = config.model_copy(update={"spark": Spark(auth_secret_env="KOBS_TEST_SPARK_SECRET")})
     config_file = tmp_path / "kobs.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")))
-    with SparkStandalone(tmp_path / "spark", workers=2) as cluster:
+    with SparkStandalone(tmp_path / "spark", workers=2) as cluster:  # its RPC authenticated
         command = [sys.executable, "-m", "kobs.cli", "stream", "--config", str(config_file)]
         command += ["--master", cluster.url, "--available-now"]
-        env = os.environ | {"PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+        env = os.environ | {"PYTHONPATH": str(ROOT), "KOBS_TEST_SPARK_SECRET": cluster.secret}
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         executors = cluster.executor_logs()
