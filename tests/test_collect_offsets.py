@@ -844,3 +844,50 @@ def test_deleted_groups_leave_the_lag_two_scrapes_after_kafka_stops_listing_them
         labels[1] for name, labels, _ in analysis.evaluate().metrics if name == "kobs_consumergroup_status"
     }
     assert {g for g in statuses if g.startswith(prefix)} == {f"{prefix}kept"}
+
+
+def test_two_collectors_with_one_config_give_one_collectors_lag_in_seconds(kafka_cluster):
+    """An HA pair: two offsets sources with one configuration scrape the real cluster every second, half a
+    second apart, into one lag analysis; another takes the first source's scrapes alone. The group's
+    partition 0 is 3 messages behind and never commits again: its lag in seconds is what its window of 10
+    end offsets spans, about 9 s. The pair's is the one's, within half an interval; without the interval
+    (every observation kept) it is about half."""
+    topic, group = f"ha-{os.getpid()}", f"ha-billing-{time.time_ns()}"
+    create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
+    _produce(kafka_cluster.bootstrap, topic)
+    _commit_as_group(kafka_cluster.bootstrap, topic, group)
+    cluster = Cluster(name="ha", bootstrap_servers=[kafka_cluster.bootstrap])
+    first, second = OffsetsSource(cluster), OffsetsSource(cluster)
+    one, pair, every = LagAnalysis(offsets_interval_s=1), LagAnalysis(offsets_interval_s=1), LagAnalysis()
+
+    def scraped(source: OffsetsSource) -> list[Observation]:
+        batch = source.collect().batch
+        return [
+            Observation(
+                s.name, batch.cluster, batch.source, dict(s.labels), batch.ts_ms / 1000, s.value, None
+            )
+            for s in batch.samples
+        ]
+
+    def lag_s(analysis: LagAnalysis) -> float:
+        (value,) = [
+            v
+            for name, labels, v in analysis.evaluate().metrics
+            if name == "kobs_consumergroup_lag_seconds" and labels[1:] == (group, topic, "0")
+        ]
+        return value
+
+    started = time.monotonic()
+    for i in range(14):
+        if i:
+            time.sleep(max(0.0, started + i - 0.5 - time.monotonic()))
+            both = scraped(second)
+            pair.observe(both)
+            every.observe(both)
+        time.sleep(max(0.0, started + i - time.monotonic()))
+        alone = scraped(first)
+        for analysis in (one, pair, every):
+            analysis.observe(alone)
+    assert 8 <= lag_s(one) <= 10
+    assert abs(lag_s(pair) - lag_s(one)) <= 0.6
+    assert lag_s(every) <= 0.6 * lag_s(one)
