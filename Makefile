@@ -11,8 +11,8 @@ demo: setup
 	$(BIN)/kobs demo
 
 # The suite runs in two pytest-xdist workers, each with its own session peers (a Kafka cluster, a Spark
-# session; a module's tests on one worker): it mostly waits on Kafka, Prometheus and Alertmanager, so two take
-# 17-24 minutes where one process takes 28-30 on 2 cores. TEST_WORKERS=0 runs one process.
+# session; a module's tests on one worker): about 30 minutes on 2 cores, bound by CPU (one process takes
+# about half as long again, three workers are no faster). TEST_WORKERS=0 runs one process.
 TEST_WORKERS ?= 2
 
 test: setup lint
