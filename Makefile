@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test alerts dashboards lint format clean
+.PHONY: setup demo test check alerts dashboards lint format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -17,6 +17,11 @@ TEST_WORKERS ?= 2
 
 test: setup lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The fast lane: lint and every test that starts no server, JVM or browser (the markers conftest.py derives
+# from what each test reaches), for a change to pure logic, rules or docs. `make test` before a merge.
+check: setup lint
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not peers and not spark"
 
 alerts: setup
 	$(BIN)/kobs alerts test --quiet

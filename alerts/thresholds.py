@@ -30,7 +30,6 @@ COMPARISON = re.compile(
 )
 
 GREEN, ORANGE, RED = "green", "orange", "red"
-COLOUR = {"ticket": ORANGE, "page": RED}  # the colour of a breached line, by the rule's severity
 
 
 @dataclass(frozen=True)

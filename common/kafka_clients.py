@@ -19,7 +19,6 @@ from cryptography.hazmat.primitives import serialization
 from common.config import Cluster, Config, ConfigError, Security, secret
 from common.java import quoted
 
-SECRET_KEYS = ("sasl.password", "ssl.key.password")
 # librdkafka's own log lines up to CRIT only: while a cluster is unreachable each client logs a FAIL line per
 # connection attempt (about 90 a second in kobs collect). The same errors reach the code (error callbacks,
 # exceptions), which logs one line per change of state; ``kobs -v`` shows librdkafka's lines again.
@@ -143,11 +142,6 @@ def metrics_producer_settings(config: Config) -> dict[str, Any]:
         "request.timeout.ms": HUNG_BROKER_TIMEOUT_MS,
         "socket.timeout.ms": HUNG_BROKER_TIMEOUT_MS,
     }
-
-
-def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy safe to log: secret values replaced."""
-    return {k: ("***" if k in SECRET_KEYS else v) for k, v in settings.items()}
 
 
 class AccessError(ConfigError):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+from pathlib import Path
+from types import CodeType, ModuleType
 
 import pytest
 
@@ -20,6 +23,47 @@ def pytest_configure(config):
         share = (ephemeral_low() - LOWEST_PORT) // count
         low = LOWEST_PORT + index * share
         os.environ[PORTS_ENV] = f"{low}-{low + share}"
+
+
+# What starts a server process, a JVM or a browser: a test that reaches one of these (itself, through its
+# fixtures or the helpers it calls) is marked ``peers``, one that uses the Spark session ``spark``; a module
+# whose tests start one in a subprocess says so itself (``pytestmark``). ``make check`` runs the others.
+SERVER_MODULES = (
+    "peers.kafka", "peers.kafka_tools", "peers.keyed_producer", "peers.prometheus", "peers.spark",
+    "peers.stack", "peers.tansu", "peers.zookeeper", "peers.lifeline", "browser", "playwright",
+)  # fmt: skip
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by what it starts: ``peers`` when it reaches a server (:data:`SERVER_MODULES`),
+    ``spark`` when it uses the Spark session; derived here so that no file has to remember to say so."""
+    for item in items:
+        functions = [item.function]
+        for name in item.fixturenames:
+            functions += [d.func for d in item._fixtureinfo.name2fixturedefs.get(name, ())]
+        if "spark" in item.fixturenames:
+            item.add_marker(pytest.mark.spark)
+        if any(_reaches_a_server(f.__code__, f.__globals__, set()) for f in functions):
+            item.add_marker(pytest.mark.peers)
+
+
+def _reaches_a_server(code: CodeType, scope: dict, seen: set[int]) -> bool:
+    """Whether ``code`` names something of :data:`SERVER_MODULES`, directly or through a function of the
+    tests' own modules that it calls (its inner functions and lambdas too)."""
+    for name in code.co_names:
+        value = scope.get(name)
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        module = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None) or ""
+        if module.startswith(SERVER_MODULES):
+            return True
+        ours = inspect.isfunction(value) and Path(value.__code__.co_filename).parent == TESTS
+        if ours and _reaches_a_server(value.__code__, value.__globals__, seen):
+            return True
+    inner = (c for c in code.co_consts if isinstance(c, CodeType))
+    return any(_reaches_a_server(c, scope, seen) for c in inner)
 
 
 @pytest.fixture(scope="session")
