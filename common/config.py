@@ -246,8 +246,17 @@ class Flapping(_Model):
     clear_after_s: Seconds = 900.0
 
 
+class Lag(_Model):
+    """Burrow's ``allowed-lag``: a partition whose lag is at most this is OK, and a commit within it counts as
+    caught up; per group name pattern (``fnmatch``, the first that matches) or for every group."""
+
+    allowed_lag: int = Field(default=0, ge=0)
+    allowed_lag_by_group: dict[str, Annotated[int, Field(ge=0)]] = {}
+
+
 class Analytics(_Model):
     flapping: Flapping = Flapping()
+    lag: Lag = Lag()
 
 
 class Alerts(_Model):

@@ -13,6 +13,7 @@ import math
 from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from itertools import repeat
 from operator import attrgetter
 
@@ -69,21 +70,31 @@ class LagAnalysis:
     table = "lag"
     history_schema = HISTORY_SCHEMA
     inputs = frozenset((*INPUT_NAMES, GROUP_INFO, GROUP_MEMBERS, GROUP_PARTITION_MEMBER))
-    settings = ("offsets_interval_s",)  # intervals.offsets_s: how often the collectors scrape offsets
+    # intervals.offsets_s (how often the collectors scrape offsets) and analytics.lag (Burrow's allowed lag)
+    settings = ("offsets_interval_s", "allowed_lag", "allowed_lag_by_group")
     chunked = frozenset(INPUT_NAMES)  # a sample each per partition (and group) and scrape
 
-    def __init__(self, window: int = 10, offsets_interval_s: float = 0.0):
+    def __init__(
+        self,
+        window: int = 10,
+        offsets_interval_s: float = 0.0,
+        allowed_lag: int = 0,
+        allowed_lag_by_group: tuple[tuple[str, int], ...] = (),
+    ):
         """``offsets_interval_s``: the windows keep about one observation per interval, however many
-        collectors scrape the same offsets (0: every observation)."""
+        collectors scrape the same offsets (0: every observation); ``allowed_lag``: Burrow's allowed lag,
+        for the groups no pattern of ``allowed_lag_by_group`` (``fnmatch``, the first that matches) names."""
         self.tracker = LagTracker(window)
         self.offsets_interval_s = offsets_interval_s
+        self.allowed_lag = allowed_lag
+        self.allowed_lag_by_group = allowed_lag_by_group
         self.groups: dict[tuple[str, str], GroupSeen] = {}  # (cluster, group)
         self.listings: dict[str, list[float]] = {}  # cluster -> times of its newest group listings
         self.skipped = 0  # samples without topic, partition (and group for commits) or a finite value
 
     def __setstate__(self, state: dict) -> None:
         defaults = {"groups": {}, "listings": {}, "offsets_interval_s": 0.0}  # state stored before these were
-        self.__dict__.update(defaults | state)
+        self.__dict__.update(defaults | {"allowed_lag": 0, "allowed_lag_by_group": ()} | state)
 
     def observe(self, observations: Iterable[Observation | Samples]) -> None:
         offsets = {name: ([], [], []) for name in INPUT_NAMES}  # keys, times, values
@@ -120,6 +131,10 @@ class LagAnalysis:
         taken = len(keys) - taken
         times += [run.t_s] * taken
         return len(run.values) - taken
+
+    def _allowed_lag(self, group: str) -> int:
+        patterns = self.allowed_lag_by_group
+        return next((lag for pattern, lag in patterns if fnmatchcase(group, pattern)), self.allowed_lag)
 
     def _group(self, o: Observation) -> bool:
         """Take a group's state, member count or a partition's member; False when it lacks its labels or a
@@ -161,7 +176,7 @@ class LagAnalysis:
             log.info("lag: %d consumer groups no longer listed (deleted) forgotten: %s", len(gone), named)
 
     def evaluate(self) -> Evaluation:
-        report = self.tracker.evaluate()
+        report = self.tracker.evaluate(self._allowed_lag)
         return Evaluation(
             history=list(self._with_members(report.partitions)),
             metrics=[

@@ -1,15 +1,18 @@
 """Consumer-lag rules as pure functions: Burrow-compatible status, lag in seconds, catch-up ETA, data loss.
 
-No Spark here: the streaming job (``spark_jobs/lag.py``) only gathers the inputs per partition and calls
-these. The status rules follow LinkedIn Burrow's evaluator (see ``docs/kafka-behaviour.md``), evaluated over a
-window of recent commits of one group on one partition:
+No Spark here: the numpy rules of ``spark_jobs/lag_tracker.py`` give the same answers for every partition at
+once, and the tests hold the two to each other. The status rules are LinkedIn Burrow's evaluator as of its
+v1.3.7 (2021) and still in v1.9.5 (``core/internal/evaluator/caching.go``; see ``docs/kafka-behaviour.md``),
+over a window of recent commits of one group on one partition, with an allowed lag (Burrow's
+``allowed-lag``, 0 by default):
 
-1. current lag 0 → ``OK`` (the consumer is caught up now, whatever the history says);
+1. current lag at most the allowed lag → ``OK`` (caught up now, whatever the history says);
 2. ``STOP`` when the time since the last commit exceeds the time the window spans (last - first commit),
    unless the last committed offset reached one of the recent end offsets (caught up moments ago);
-3. if some commit in the window had zero lag → ``OK``; otherwise, worst first:
-   ``REWIND`` (a committed offset went backwards), ``STALL`` (all committed offsets equal),
-   ``WARN`` (lag never decreased between successive commits with a known lag), else ``OK``.
+3. ``REWIND`` when a committed offset went backwards and no later commit came back to the offset before
+   it (a rewind the consumer recovered from, as after a rebalance, is not held against it);
+4. if every commit with a known lag had more than the allowed lag: ``STALL`` (all committed offsets equal),
+   else ``WARN`` (lag never decreased between successive commits with a known lag); otherwise ``OK``.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ Observation = tuple[float, float]  # (time in seconds, value: an offset)
 
 
 def partition_status(
-    commits: Sequence[Commit], broker_offsets: Sequence[int], current_lag: int, now_s: float
+    commits: Sequence[Commit],
+    broker_offsets: Sequence[int],
+    current_lag: int,
+    now_s: float,
+    allowed_lag: int = 0,
 ) -> str:
     """Burrow status of one partition from its recent commits (oldest first) and recent end offsets."""
-    if current_lag <= 0 or not commits:
+    if current_lag <= allowed_lag or not commits:
         return "OK"
     offsets = [offset for offset, _, _ in commits]
     lags = [lag for _, _, lag in commits if lag is not None]
@@ -41,10 +48,11 @@ def partition_status(
     caught_up_recently = any(end <= offsets[-1] for end in broker_offsets)
     if stopped and not caught_up_recently:
         return "STOP"
-    if 0 in lags:
-        return "OK"
-    if any(b < a for a, b in pairwise(offsets)):
+    rewind = next((i for i in range(1, len(offsets)) if offsets[i] < offsets[i - 1]), None)
+    if rewind is not None and all(later < offsets[rewind - 1] for later in offsets[rewind:]):
         return "REWIND"
+    if any(lag <= allowed_lag for lag in lags):
+        return "OK"
     if len(set(offsets)) == 1:
         return "STALL"
     if all(b >= a for a, b in pairwise(lags)):

@@ -16,7 +16,7 @@ status.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby, repeat
 from typing import NamedTuple
@@ -111,8 +111,9 @@ class LagTracker:
         """Forget the committed offsets of the (cluster, group)s in ``gone``: deleted groups."""
         self._commits.drop(lambda key: key[:2] in gone)
 
-    def evaluate(self) -> LagReport:
-        """Lag of every group partition whose end offset has been seen, and the status of every group."""
+    def evaluate(self, allowed_lag: Callable[[str], int] = lambda _group: 0) -> LagReport:
+        """Lag of every group partition whose end offset has been seen, and the status of every group;
+        ``allowed_lag`` gives a group's (Burrow's allowed-lag: a lag up to it is caught up)."""
         commits, ends, starts = self._commits, self._ends, self._starts
         end_rows = _rows_of(ends, commits.keys)
         reported = np.flatnonzero(end_rows >= 0)
@@ -124,9 +125,11 @@ class LagTracker:
         start_rows = _rows_of(starts, keys)
         committed = commits.values[reported, -1]
         lost = np.where(start_rows >= 0, np.maximum(0, _newest_values(starts, start_rows) - committed), 0)
+        of_group = {group: allowed_lag(group) for group in {key[1] for key in keys}}
+        allowed = np.fromiter((of_group[key[1]] for key in keys), np.int64, len(keys))
         columns = _partitions(
             commits.times[reported], commits.values[reported], ends.times[end_rows[reported]],
-            ends.values[end_rows[reported]], lost, now,
+            ends.values[end_rows[reported]], lost, now, allowed,
         )  # fmt: skip
         rows = zip(*zip(*keys, strict=True), *columns, strict=True)
         partitions = tuple(map(tuple.__new__, repeat(PartitionLag), rows))
@@ -184,10 +187,10 @@ def _rows_of(windows: Windows, keys: list[tuple]) -> np.ndarray:
 
 def _partitions(
     commit_t: np.ndarray, commit_v: np.ndarray, end_t: np.ndarray, end_v: np.ndarray,
-    lost: np.ndarray, now: np.ndarray,
+    lost: np.ndarray, now: np.ndarray, allowed: np.ndarray,
 ) -> list[list]:  # fmt: skip
     """The columns of :class:`PartitionLag` after the key, one row per group partition: its commits' and its
-    end offsets' windows, the messages it lost to retention and now."""
+    end offsets' windows, the messages it lost to retention, now and its group's allowed lag."""
     size = commit_t.shape[1]
     rows = np.arange(len(commit_t))
     first = np.isnan(commit_t).sum(axis=1)  # the column of the oldest commit
@@ -197,7 +200,7 @@ def _partitions(
     first_ms, last_ms = (np.rint(commit_t[rows, first] * 1000).astype(np.int64),
                          np.rint(commit_t[:, -1] * 1000).astype(np.int64))  # fmt: skip
     status = _status(commit_v, ~np.isnan(commit_t), commit_lags, known, end_v, ~np.isnan(end_t), lag,
-                     now * 1000 - last_ms > last_ms - first_ms)  # fmt: skip
+                     now * 1000 - last_ms > last_ms - first_ms, allowed)  # fmt: skip
     lags = np.where(known, commit_lags, -1).tolist()
     start_lag = [None if (x := row[f]) < 0 else x for row, f in zip(lags, first.tolist(), strict=True)]
     end_lag = [None if row[-1] < 0 else row[-1] for row in lags]
@@ -222,19 +225,23 @@ def _lags_at(end_t, end_v, commit_t, commit_v) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(0, end_then - commit_v), seen > 0
 
 
-def _status(commit_v, held, commit_lags, known, end_v, end_held, lag, stopped) -> np.ndarray:
-    """Burrow's partition status (``lag_status.partition_status``), as indexes of PARTITION_STATUSES. The
-    known lags are the newest commits' (end offsets and commits are both in time order), so successive
-    known lags are adjacent columns."""
+def _status(commit_v, held, commit_lags, known, end_v, end_held, lag, stopped, allowed) -> np.ndarray:
+    """Burrow's partition status (``lag_status.partition_status``), as indexes of PARTITION_STATUSES, with
+    each row's allowed lag. The known lags are the newest commits' (end offsets and commits are both in time
+    order), so successive known lags are adjacent columns."""
     committed = commit_v[:, -1]
+    rows, columns = np.arange(len(commit_v)), np.arange(commit_v.shape[1])
     caught_up_recently = (end_held & (end_v <= committed[:, None])).any(axis=1)
-    zero_lag = (known & (commit_lags == 0)).any(axis=1)
-    rewind = (held[:, :-1] & (commit_v[:, 1:] < commit_v[:, :-1])).any(axis=1)
+    went_back = held[:, :-1] & (commit_v[:, 1:] < commit_v[:, :-1])  # column k: a rewind at k + 1
+    rewind = went_back.argmax(axis=1) + 1  # the first one
+    since = np.where(columns >= rewind[:, None], commit_v, np.iinfo(np.int64).min).max(axis=1)
+    unrecovered = went_back.any(axis=1) & (since < commit_v[rows, rewind - 1])
+    within = (known & (commit_lags <= allowed[:, None])).any(axis=1)
     stall = (~held | (commit_v == committed[:, None])).all(axis=1)
     lag_fell = (known[:, :-1] & (commit_lags[:, 1:] < commit_lags[:, :-1])).any(axis=1)
     return np.select(
-        [lag <= 0, stopped & ~caught_up_recently, zero_lag, rewind, stall, ~lag_fell],
-        [OK, STOP, OK, REWIND, STALL, WARN],
+        [lag <= allowed, stopped & ~caught_up_recently, unrecovered, within, stall, ~lag_fell],
+        [OK, STOP, REWIND, OK, STALL, WARN],
         OK,
     )
 

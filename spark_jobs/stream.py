@@ -93,9 +93,13 @@ SECRET = "spark.authenticate.secret"  # a spark:// cluster's shared secret (RPC 
 
 def analyses(config: Config) -> list[Analysis]:
     """Every analysis the query runs, fresh."""
-    flapping, intervals = config.analytics.flapping, config.intervals
+    flapping, intervals, lag = config.analytics.flapping, config.intervals, config.analytics.lag
     return [
-        LagAnalysis(offsets_interval_s=intervals.offsets_s),
+        LagAnalysis(
+            offsets_interval_s=intervals.offsets_s,
+            allowed_lag=lag.allowed_lag,
+            allowed_lag_by_group=tuple(lag.allowed_lag_by_group.items()),
+        ),
         ReplicationAnalysis(
             stale_after_s=3 * intervals.metrics_s,
             forget_after_s=3 * intervals.metadata_s,

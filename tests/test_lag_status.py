@@ -36,33 +36,42 @@ CAUGHT_UP = [
                             29388, 30391, 31394, 32397))
 ]
 
-# Burrow's evaluator test table (core/internal/evaluator/caching_test.go), its numbering, with the reason.
-# (case, commits, recent end offsets, current lag, now in seconds, expected status, why)
+# Burrow's evaluator test table as of v1.9.5 (core/internal/evaluator/caching_test.go: all 16 cases), its
+# numbering, with the reason.
+# (case, commits, recent end offsets, current lag, now in seconds, allowed lag, expected status, why)
+REWOUND = commits((1000, 100, 100), (2000, 200, 150), (3000, 300, 200), (2000, 400, 1250), (4000, 500, 300))
 BURROW_CASES = [
-    (0, GROWING_FROM_ZERO, [5200], 200, 600, "OK",
+    (0, GROWING_FROM_ZERO, [5200], 200, 600, 0, "OK",
      "a commit in the window had zero lag; 100 s since the last commit is less than the 400 s window"),
-    (1, GROWING_FROM_ZERO, [5200], 200, 900, "OK",
+    (1, GROWING_FROM_ZERO, [5200], 200, 900, 0, "OK",
      "not STOP: 400 s since the last commit equals the 400 s window, and STOP needs strictly more"),
-    (2, GROWING_FROM_ZERO, [5200], 200, 1000, "STOP",
+    (2, GROWING_FROM_ZERO, [5200], 200, 1000, 0, "STOP",
      "500 s since the last commit exceeds the 400 s window; STOP wins even over an old zero-lag commit"),
-    (3, GROWING, [5250], 250, 1000, "STOP", "stopped committing, lag never zero"),
+    (3, GROWING, [5250], 250, 1000, 0, "STOP", "stopped committing, lag never zero"),
     (4, commits((1000, 100, 0), (1000, 200, 50), (1000, 300, 100), (1000, 400, 150), (1000, 500, 200)),
-     [1200], 200, 600, "OK", "the offset never moves (would be STALL), but the first commit had zero lag"),
+     [1200], 200, 600, 0, "OK", "the offset never moves (would be STALL), but the first commit had zero lag"),
     (5, commits((1000, 100, 100), (1000, 200, 150), (1000, 300, 200), (1000, 400, 250), (1000, 500, 300)),
-     [1300], 300, 600, "STALL", "committing the same offset while lag exists and never was zero"),
+     [1300], 300, 600, 0, "STALL", "committing the same offset while lag exists and never was zero"),
     (6, commits((1000, 100, 100), (1000, 200, 100), (1000, 300, 100), (1000, 400, 100), (1000, 500, 100)),
-     [1100], 100, 600, "STALL", "still STALL when the lag stays flat: the offset does not move"),
-    (7, commits((1000, 100, 100), (2000, 200, 150), (3000, 300, 200), (2000, 400, 1250), (4000, 500, 300)),
-     [4300], 300, 600, "REWIND", "the offset went back from 3000 to 2000; worse than the lag that decreased"),
-    (8, GROWING, [5250], 0, 1000, "OK", "current lag is 0: OK even though the commits alone say STOP"),
-    (9, CAUGHT_UP, [792749024, 792749000, 792748800, 792748600, 792748500], 931, 1512224650, "STOP",
+     [1100], 100, 600, 0, "STALL", "still STALL when the lag stays flat: the offset does not move"),
+    (7, REWOUND, [4300], 300, 600, 0, "OK",
+     "the offset went back from 3000 to 2000, then past 3000 again: a recovered rewind; the lag decreased"),
+    (8, GROWING, [5250], 0, 1000, 0, "OK", "current lag is 0: OK even though the commits alone say STOP"),
+    (9, CAUGHT_UP, [792749024, 792749000, 792748800, 792748600, 792748500], 931, 1512224650, 0, "STOP",
      "zero lag at every commit, but new data came (lag 931) and the last commit is 17.603 s old, more than "
      "the 14.041 s window; no recent end offset is at or below the last committed offset"),
-    (10, CAUGHT_UP, [792748094, 792748093, 792748093, 792748093], 1, 1512224650, "OK",
+    (10, CAUGHT_UP, [792748094, 792748093, 792748093, 792748093], 1, 1512224650, 0, "OK",
      "STOP by time, but a recent end offset (792748093) equals the last committed offset: caught up lately"),
     (11, commits((1000, 100, 0), (1500, 150, None), (2000, 200, 50), (2500, 250, None), (3000, 300, 100),
                  (3500, 350, None), (4000, 400, 150), (4500, 450, None), (5000, 500, 200), (5500, 550, None)),
-     [5700], 200, 600, "OK", "case 0 with commits of unknown lag in between: they do not change the answer"),
+     [5700], 200, 600, 0, "OK", "case 0 with commits of unknown lag in between: they change nothing"),
+    (12, commits((1000, 100, 2), (2000, 200, 1), (2000, 300, 1)), [2001], 1, 550, 1, "OK",
+     "STOP by time (250 s since the last commit, a 200 s window), but the current lag 1 is allowed"),
+    (13, commits((1000, 100, 100), (1000, 200, 150), (1000, 300, 200), (1000, 400, 250), (1000, 500, 300)),
+     [1300], 300, 600, 99, "STALL", "case 5 with an allowed lag of 99: every lag is above it"),
+    (14, REWOUND, [4300], 300, 600, 99, "OK", "case 7 with an allowed lag of 99: the rewind recovered"),
+    (15, commits((1000, 100, 100), (2000, 200, 150), (3000, 300, 200), (2000, 400, 1250), (2500, 500, 300)),
+     [4300], 300, 600, 0, "REWIND", "the offset went back from 3000 to 2000 and has not come back to 3000"),
 ]
 
 # Burrow's table never ends in WARN; these follow the rule text in docs/kafka-behaviour.md.
@@ -101,12 +110,12 @@ LAG_SECONDS_CASES = [
 
 
 @pytest.mark.parametrize(
-    ("case", "window", "ends", "lag", "now_s", "expected", "why"),
+    ("case", "window", "ends", "lag", "now_s", "allowed", "expected", "why"),
     BURROW_CASES,
     ids=[f"burrow-{c[0]}" for c in BURROW_CASES],
 )
-def test_partition_status_matches_burrow_table(case, window, ends, lag, now_s, expected, why):
-    assert partition_status(window, ends, lag, now_s) == expected, why
+def test_partition_status_matches_burrow_table(case, window, ends, lag, now_s, allowed, expected, why):
+    assert partition_status(window, ends, lag, now_s, allowed) == expected, why
 
 
 @pytest.mark.parametrize(("window", "ends", "lag", "now_s", "expected", "why"), RULE_CASES)

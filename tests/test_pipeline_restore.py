@@ -100,7 +100,10 @@ CHANGED = Config.model_validate(
             }
         ],
         "intervals": {"metrics_s": 30, "metadata_s": 60, "producers_s": 20, "offsets_s": 45},
-        "analytics": {"flapping": {"flaps": 5, "window_s": 300, "clear_after_s": 1200}},
+        "analytics": {
+            "flapping": {"flaps": 5, "window_s": 300, "clear_after_s": 1200},
+            "lag": {"allowed_lag": 10, "allowed_lag_by_group": {"batch-*": 1000}},
+        },
         "alerts": {"maintenance_grace_s": 900},
     }
 )
