@@ -114,6 +114,8 @@ def cluster_view(admin: AdminClient, timeout_s: float) -> ClusterView:
                 del _in_flight[id(admin)]
     try:
         return flight.result(timeout=timeout_s)
+    except TimeoutError:  # joined a request that outlasted this caller's timeout
+        raise _unanswered(admin, KafkaError(KafkaError._TIMED_OUT, "no metadata answer in time")) from None
     finally:
         # A raised exception's traceback holds this frame; without ``flight`` the frame no longer holds the
         # exception (the future stores it), so no reference cycle keeps ``admin`` and its threads alive.
@@ -133,17 +135,24 @@ def list_topics(admin: AdminClient, timeout_s: float) -> Any:
             if exc.args[0].code() != KafkaError._TIMED_OUT or deadline - time.monotonic() < 1:
                 raise
             found = admin.list_topics(timeout=deadline - time.monotonic())
-    except KafkaException:
-        if watch is not None:
-            admin.poll(0)  # serves the error callback
-            if watch.refused is not None:  # refused since the last listing it answered
-                text = f"{cause(watch.refused)} — check {watch.where}.security"
-                raise Refused(KafkaError(KafkaError._AUTHENTICATION, text)) from None
-        raise
+    except KafkaException as exc:
+        raise _unanswered(admin, exc.args[0]) from None
     if watch is not None:
         admin.poll(0)  # the errors its callback gets queue up until served
         watch.refused = None
     return found
+
+
+def _unanswered(admin: AdminClient, error: KafkaError) -> KafkaException:
+    """The exception of a listing that failed with ``error``: :class:`Refused` when the cluster refused the
+    login or the certificates since it last answered one."""
+    watch = _watches.get(id(admin))
+    if watch is not None:
+        admin.poll(0)  # serves the error callback
+        if watch.refused is not None:
+            text = f"{cause(watch.refused)} — check {watch.where}.security"
+            return Refused(KafkaError(KafkaError._AUTHENTICATION, text))
+    return KafkaException(error)
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

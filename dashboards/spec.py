@@ -175,6 +175,17 @@ CLUSTER_HEALTH = DashboardSpec(
                     colours=MAINTENANCE_COLOURS,
                 ),
                 Panel(
+                    "Departures not yet explained",
+                    by("cluster, broker", "max", "kobs_broker_departure_unexplained", *C),
+                    "A broker that has just left, until a controller reading says whether it asked to leave "
+                    "(at most 30 s): the offline and under-min-ISR pages it causes wait for that word, so "
+                    "as to name a planned restart.",
+                    legend="{{cluster}} broker {{broker}}",
+                    kind="timeline",
+                    mappings={"explained": 0, "waiting for the controllers": 1},
+                    colours={"explained": "green", "waiting for the controllers": "blue"},
+                ),
+                Panel(
                     "Planned restart, share of its grace",
                     f"{by('cluster, broker', 'max', 'kobs_broker_maintenance_seconds', *C)} / on (cluster) "
                     f"group_left () {by('cluster', 'max', 'kobs_maintenance_grace_seconds', *C)}",
@@ -781,6 +792,14 @@ PIPELINE = DashboardSpec(
                     "Wall time of the last micro-batch.",
                     unit="s",
                     legend="{{query}}",
+                ),
+                Panel(
+                    "Exporter rendering, p99",
+                    "histogram_quantile(0.99, sum by (le) "
+                    "(rate(kobs_exporter_render_seconds_bucket[$__rate_interval])))",
+                    "Time to render one kind of /metrics page: once per micro-batch and kind, every other "
+                    "scrape is served that rendering (kobs bench scrapers measures the serving).",
+                    unit="s",
                 ),
                 Panel(
                     "Input records per second",

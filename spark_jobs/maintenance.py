@@ -7,12 +7,13 @@ shutdown (``ControlledShutdownBrokerCount``). A broker counts there from its shu
 while it moves its leaders away) until it registers again, so it stays counted for as long as it is away; a
 crash (SIGKILL), a hang (SIGSTOP) or a cut network is fenced for missed heartbeats and never counts.
 
-A controller reading taken while brokers are away classifies those not yet classified: *planned* when the
-count covers them as well as the away brokers already known planned, *unplanned* when it covers none of them
-(only readings taken once the broker was fenced say that: before, a planned broker may not have asked yet).
-A count that covers some of them but not all cannot say which: they are unplanned, since losing a second
-broker during maintenance is an incident. A broker that leaves and returns between two readings stays
-unclassified, which pages like a crash would; so do clusters whose controllers are not scraped.
+A controller reading taken while brokers are away classifies those not yet classified (but for a reading of an
+away broker's own controller, which serves 0 while it starts again, before it has read the metadata):
+*planned* when the count covers them as well as the away brokers already known planned, *unplanned* when it
+covers none of them (only readings taken once the broker was fenced say that: before, a planned broker may not
+have asked yet). A count that covers some of them but not all cannot say which: they are unplanned, since
+losing a second broker during maintenance is an incident. A broker that leaves and returns between two
+readings stays unclassified, which pages like a crash would; so do clusters whose controllers are not scraped.
 
 A planned departure is *maintenance* from the scrape that saw it leave until it is back and in every ISR
 again, for at most the grace (``alerts.maintenance_grace_s``); past the grace it is *overdue*. Until the
@@ -51,8 +52,12 @@ class Departures:
     """The away brokers of one cluster and the controllers' readings that classify them."""
 
     away: dict[str, Departure] = field(default_factory=dict)
-    readings: list[tuple[float, float]] = field(default_factory=list)  # (time, brokers in controlled
-    # shutdown), in time order
+    readings: list[tuple[float, float, str]] = field(default_factory=list)  # (time, brokers in controlled
+    # shutdown, the node that served it), in time order
+
+    def __setstate__(self, state: dict) -> None:
+        state["readings"] = [(*r, "")[:3] for r in state["readings"]]  # stored before readings named a node
+        self.__dict__.update(state)
 
     def listing(self, t_s: float, listed_s: Mapping[str, float]) -> None:
         """A metadata scrape at ``t_s``; ``listed_s`` maps every broker ever listed to its newest listing."""
@@ -63,8 +68,8 @@ class Departures:
             elif newest == t_s and departure is not None and departure.back_s is None:
                 departure.back_s = t_s
 
-    def reading(self, t_s: float, in_controlled_shutdown: float) -> None:
-        insort(self.readings, (t_s, in_controlled_shutdown))
+    def reading(self, t_s: float, in_controlled_shutdown: float, node: str) -> None:
+        insort(self.readings, (t_s, in_controlled_shutdown, node))
         if len(self.readings) > MAX_READINGS:
             del self.readings[: len(self.readings) - MAX_READINGS]
 
@@ -73,7 +78,9 @@ class Departures:
         earlier micro-batch than the metadata scrape that shows the departure it explains)."""
         if not any(d.planned is None for d in self.away.values()):
             return
-        for t_s, count in self.readings:
+        for t_s, count, node in self.readings:
+            if node in self.away and self.away[node].spans(t_s):
+                continue  # the node is starting again: its controller has not read the metadata yet
             spanning = [d for d in self.away.values() if d.spans(t_s)]
             gone = [d for d in spanning if t_s >= d.left_s]  # fenced by then: counted if it asked to leave
             leaving = [d for d in spanning if t_s < d.left_s]  # maybe still asking, maybe not yet

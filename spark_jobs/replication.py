@@ -256,7 +256,7 @@ class ReplicationAnalysis:
             return
         cluster.broker_seen_s[broker] = max(cluster.broker_seen_s.get(broker, o.t_s), o.t_s)
         if o.name == names.CONTROLLED_SHUTDOWN_BROKERS:
-            cluster.departures.reading(t_s, o.value)
+            cluster.departures.reading(t_s, o.value, broker)
         elif o.name == names.ACTIVE_CONTROLLER:
             if t_s >= cluster.controller_read_s.get(broker, -math.inf):  # a late scrape is not newer
                 if o.value >= 1 > cluster.controller_gauge.get(broker, 0):

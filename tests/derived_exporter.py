@@ -1,5 +1,6 @@
 """A stand-in for the Spark jobs' exporter: serves every derived metric (``DERIVED_METRICS``) with settable
-values. Raw broker metrics come from the simulator's JMX-exporter endpoints instead."""
+values, through the exporter's own serving (``common.serving``). Raw broker metrics come from the
+simulator's JMX-exporter endpoints instead."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from common.metrics import DERIVED_METRICS
+from common.serving import serve_metrics
 from peers.process import HOST, free_port
 
 SERVED = {m.name: m for m in DERIVED_METRICS}
@@ -106,9 +108,14 @@ class DerivedExporter:
     def __enter__(self) -> DerivedExporter:
         registry = CollectorRegistry()
         registry.register(self)
-        self._server, _thread = start_http_server(self.port, HOST, registry)
+        # served as kobs stream serves its page (with its rendering times), rendered anew each second
+        self._server, _thread = serve_metrics(self.address, registry, "test", version=_this_second)
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _this_second() -> int:
+    return int(time.time())

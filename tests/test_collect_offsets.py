@@ -515,7 +515,8 @@ def test_offsets_are_whole_and_right_again_soon_after_a_killed_broker_returns(tm
     # and the group listing named the broker that did not answer (its groups child crashed on such an
     # answer before: "groups_process: the child process died")
     errors = [e for scrape in down + scrapes for e in scrape.errors]
-    assert any(e.startswith("list_consumer_groups: KafkaError{code=_TIMED_OUT") for e in errors), errors
+    unanswered = tuple(f"list_consumer_groups: KafkaError{{code={c}" for c in ("_TIMED_OUT", "_TRANSPORT"))
+    assert any(e.startswith(unanswered) for e in errors), errors  # timed out, or refused as it died
     assert not [e for e in errors if e.startswith("groups_process")], errors
     assert _end_offsets(down[-1], topic) == dict.fromkeys(others, 1), [s.errors for s in down]
 
@@ -850,8 +851,8 @@ def test_two_collectors_with_one_config_give_one_collectors_lag_in_seconds(kafka
     """An HA pair: two offsets sources with one configuration scrape the real cluster every second, half a
     second apart, into one lag analysis; another takes the first source's scrapes alone. The group's
     partition 0 is 3 messages behind and never commits again: its lag in seconds is what its window of 10
-    end offsets spans, about 9 s. The pair's is the one's, within half an interval; without the interval
-    (every observation kept) it is about half."""
+    end offsets spans, about 9 s. The pair's is the one's, within an interval and a half (its window may keep
+    either source's scrapes); without the interval (every observation kept) it is about half."""
     topic, group = f"ha-{os.getpid()}", f"ha-billing-{time.time_ns()}"
     create_topic(kafka_cluster.bootstrap, topic, len(PRODUCED))
     _produce(kafka_cluster.bootstrap, topic)
@@ -889,5 +890,5 @@ def test_two_collectors_with_one_config_give_one_collectors_lag_in_seconds(kafka
         for analysis in (one, pair, every):
             analysis.observe(alone)
     assert 8 <= lag_s(one) <= 10
-    assert abs(lag_s(pair) - lag_s(one)) <= 0.6
+    assert abs(lag_s(pair) - lag_s(one)) <= 1.5  # the pair's window may keep either source's scrapes
     assert lag_s(every) <= 0.6 * lag_s(one)

@@ -129,6 +129,20 @@ def test_a_departure_no_reading_explains_waits_30_s_and_none_where_no_controller
     assert unexplained(unread, 2) == 0
 
 
+def test_the_restarting_nodes_own_controller_reading_0_while_it_starts_says_nothing():
+    """A combined node's exporter answers as soon as its JVM starts again, its controller's count 0 until
+    it has read the metadata; the other controllers count it (a real Kafka 4.3 cluster, SIGTERM of node 1
+    leading partitions: 1 on nodes 2 and 3 from 0.3 s after the signal for 3.5 s, node 1's own 0
+    meanwhile)."""
+    analysis = ReplicationAnalysis()
+    analysis.observe([*listed(0, 1, 2, 3), *shutting_down(0, 0)])
+    analysis.observe(listed(5, 2, 3))
+    analysis.observe(shutting_down(6, 0, controllers=(1,)))  # node 1 starting again: not yet caught up
+    assert broker(analysis, 1)[1] == 0 and unexplained(analysis, 1) == 1
+    analysis.observe(shutting_down(7, 1, controllers=(2, 3)))
+    assert broker(analysis, 1)[1] == 1
+
+
 def test_a_planned_restart_past_its_grace_is_overdue():
     analysis = ReplicationAnalysis(maintenance_grace_s=60)
     restart_of_2(analysis, planned=True)
@@ -154,9 +168,9 @@ def test_a_reading_of_0_before_the_broker_left_says_nothing():
     """Read between the last scrape listing it and its SIGTERM, a 0 is no evidence of a crash."""
     departures = Departures()
     departures.listing(0, {"2": 0})
-    departures.reading(5, 0)  # before the SIGTERM at 7
+    departures.reading(5, 0, "9")  # before the SIGTERM at 7
     departures.listing(10, {"2": 0})  # fenced: gone at 10
-    departures.reading(20, 1)
+    departures.reading(20, 1, "9")
     departures.classify()
     assert departures.away["2"].planned is True
 
@@ -167,7 +181,7 @@ def test_two_brokers_away_and_one_controlled_shutdown_are_both_unplanned():
     departures = Departures()
     departures.listing(0, {"1": 0, "2": 0, "3": 0})
     departures.listing(10, {"1": 10, "2": 0, "3": 0})
-    departures.reading(12, 1)
+    departures.reading(12, 1, "9")
     departures.classify()
     assert {b: d.planned for b, d in departures.away.items()} == {"2": False, "3": False}
 
@@ -176,13 +190,13 @@ def test_a_second_planned_departure_needs_a_count_that_covers_both():
     departures = Departures()
     departures.listing(0, {"1": 0, "2": 0, "3": 0})
     departures.listing(10, {"1": 10, "2": 0, "3": 10})
-    departures.reading(12, 1)
+    departures.reading(12, 1, "9")
     departures.listing(20, {"1": 10, "2": 0, "3": 20})  # 1 left too, 2 still away
-    departures.reading(22, 2)
+    departures.reading(22, 2, "9")
     departures.classify()
     assert {b: d.planned for b, d in departures.away.items()} == {"1": True, "2": True}
     departures.listing(30, {"1": 10, "2": 0, "3": 20})  # and now 3: the count stays 2
-    departures.reading(32, 2)
+    departures.reading(32, 2, "9")
     departures.classify()
     assert departures.away["3"].planned is False
 
@@ -192,7 +206,7 @@ def test_a_broker_back_before_any_reading_stays_unclassified_and_is_forgotten_on
     departures.listing(0, {"2": 0})
     departures.listing(5, {"2": 0})
     departures.listing(10, {"2": 10})
-    departures.reading(12, 0)  # after its return: says nothing of the departure
+    departures.reading(12, 0, "9")  # after its return: says nothing of the departure
     departures.classify()
     assert departures.away["2"].planned is None
     assert departures.state("2", 12, 600) == (0, 0)
