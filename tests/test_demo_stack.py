@@ -110,6 +110,11 @@ def test_a_rolling_restart_pages_only_the_outage_of_the_replication_factor_1_top
         if name in KAFKA_RISK_TICKETS
     }
     assert not tickets, f"tickets during planned work: {tickets}\n{_log(player)}"
+    # Each node was in maintenance (a planned restart) while away, by the derived state Prometheus holds.
+    window = f"{int(time.time() - outcome.cause_s)}s"
+    seen = f'max_over_time(kobs_broker_maintenance{{cluster="demo"}}[{window}])'
+    planned = _query(stack, f"max by (broker) ({seen})", ("broker",))
+    assert planned == {"broker=1": 1, "broker=2": 1, "broker=3": 1}, f"{planned}\n{_log(player)}"
     for page in outcome.pages:
         assert set(page.payload["groupLabels"]) == {"cluster", "cause_broker"}, page.headline
         for alert in page.payload["alerts"]:
@@ -117,13 +122,9 @@ def test_a_rolling_restart_pages_only_the_outage_of_the_replication_factor_1_top
             assert labels["alertname"] in OUTAGE_PAGES, f"{page.headline}\n{_log(player)}"
             assert labels.get("topic", INCIDENT_TOPIC) == INCIDENT_TOPIC
             assert labels.get("client_id", PRODUCER) == PRODUCER
-            assert "planned restart" in alert["annotations"]["summary"], alert["annotations"]["summary"]
+            summary = alert["annotations"]["summary"]
+            assert "planned restart" in summary, f"{summary}\n{_log(player)}"
     assert len(outcome.incidents()) == len({p.payload["groupLabels"]["cause_broker"] for p in outcome.pages})
-    # Each node was in maintenance (a planned restart) while away, by the derived state Prometheus holds.
-    window = f"{int(time.time() - outcome.cause_s)}s"
-    seen = f'max_over_time(kobs_broker_maintenance{{cluster="demo"}}[{window}])'
-    planned = _query(stack, f"max by (broker) ({seen})", ("broker",))
-    assert planned == {"broker=1": 1, "broker=2": 1, "broker=3": 1}, f"{planned}\n{_log(player)}"
     # No unclean election: Kafka's count did not move (its witness node restarted too: it replays the
     # metadata log), and kobs counts what Kafka counts.
     assert _kafka_unclean(stack) == unclean_before
