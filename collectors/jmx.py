@@ -31,6 +31,21 @@ from collectors.source import Scrape, now_ms
 from common.contract import Batch
 from common.java import quoted
 
+# The request types whose time percentiles are read, the stages of a request's time and the percentiles
+# (each an attribute of every RequestMetrics ...TimeMs histogram), and the KRaft quorum's raft-metrics.
+TIMED_REQUESTS = (
+    "Produce", "FetchConsumer", "FetchFollower", "Metadata", "OffsetCommit", "JoinGroup",
+    "ConsumerGroupHeartbeat",
+)  # fmt: skip
+REQUEST_STAGES = (
+    "TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs",
+    "ResponseSendTimeMs",
+)  # fmt: skip
+PERCENTILES = ("50thPercentile", "99thPercentile", "999thPercentile")
+RAFT_ATTRIBUTES = (
+    "current-leader", "current-epoch", "high-watermark", "log-end-offset", "commit-latency-avg",
+    "commit-latency-max", "number-of-voters",
+)  # fmt: skip
 # Bean patterns and the attribute read from each: gauges' Value, meters' and timers' Count, the request
 # timers' Mean. jmxquery makes two RMI calls per matching bean and attribute, so the families that grow with
 # request types and partitions (RequestMetrics, Log, per-topic BrokerTopicMetrics) are asked only for the
@@ -45,13 +60,27 @@ BROKER_QUERIES = (
     "kafka.controller:type=ControllerStats,*/Count",
     *(
         f"kafka.server:type=BrokerTopicMetrics,name={name},*/Count"
-        for name in ("MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "FailedProduceRequestsPerSec")
+        for name in (
+            "MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "FailedProduceRequestsPerSec",
+            "ReplicationBytesInPerSec", "ReplicationBytesOutPerSec",
+        )  # fmt: skip
     ),
     *(f"kafka.log:type=Log,name={name},*/Value" for name in ("Size", "LogStartOffset", "LogEndOffset")),
     "kafka.log:type=LogManager,*/Value",
     "kafka.network:type=RequestMetrics,name=RequestsPerSec,*/Count",
     "kafka.network:type=RequestMetrics,name=ErrorsPerSec,*/Count",
     "kafka.network:type=RequestMetrics,name=TotalTimeMs,*/Mean",
+    *(
+        f"kafka.network:type=RequestMetrics,name={stage},request={request}/{quantile}"
+        for request in TIMED_REQUESTS
+        for stage in REQUEST_STAGES
+        for quantile in PERCENTILES
+    ),
+    "kafka.network:type=RequestChannel,name=RequestQueueSize/Value",
+    "kafka.network:type=RequestChannel,name=ResponseQueueSize/Value",
+    "kafka.server:type=ReplicaFetcherManager,name=MaxLag,clientId=Replica/Value",
+    "kafka.server:type=broker-metadata-metrics/last-applied-record-lag-ms",
+    *(f"kafka.server:type=raft-metrics/{attribute}" for attribute in RAFT_ATTRIBUTES),
     "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent/OneMinuteRate",
     "kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent/Value",
     "java.lang:type=OperatingSystem/ProcessCpuTime",
@@ -75,6 +104,7 @@ def tune_query_jvms() -> None:
 
 _KEY = re.compile(r'([^,=]+)=("(?:[^"\\]|\\.)*"|[^,]*)')
 _NOT_NAME = re.compile(r"[^a-z0-9_]")
+_PERCENTILE = re.compile(r"(\d+)thPercentile")
 
 
 def parse_object_name(name: str) -> tuple[str, dict[str, str]]:
@@ -92,16 +122,20 @@ def series_name(object_name: str, attribute: str) -> tuple[str, dict[str, str]]:
     """The exporter series name and labels of one bean attribute, as the common rule sets write them.
 
     ``Value`` → ``domain_type_name``; ``Count`` → ``..._total`` for a ``...PerSec`` meter (the suffix
-    dropped), else ``..._count``; any other attribute → ``..._<attribute>``; beans without a ``name`` key
+    dropped), else ``..._count``; ``NNthPercentile`` → ``domain_type_name`` with label ``quantile="0.NN"``;
+    any other attribute → ``..._<attribute>``; beans without a ``name`` key
     (Kafka's client metrics) → ``domain_type_<attribute>``. Lower case, non-alphanumerics as ``_``; the
     remaining keys become labels (``client-id`` → ``client_id``).
     """
     domain, keys = parse_object_name(object_name)
     kind, name = keys.pop("type", ""), keys.pop("name", None)
+    percentile = _PERCENTILE.fullmatch(attribute)
     if name is None:
         raw = f"{domain}_{kind}_{attribute}"
     elif attribute == "Value":
         raw = f"{domain}_{kind}_{name}"
+    elif percentile:
+        raw, keys["quantile"] = f"{domain}_{kind}_{name}", f"0.{percentile[1]}"
     elif attribute == "Count" and name.endswith("PerSec"):
         raw = f"{domain}_{kind}_{name.removesuffix('PerSec')}_total"
     else:

@@ -39,6 +39,31 @@ DEFAULT_MAPPING: dict[str, str] = {
     "kafka_network_requestmetrics_requests_total": names.REQUESTS,
     "kafka_network_requestmetrics_errors_total": names.REQUEST_ERRORS,
     "kafka_network_requestmetrics_totaltimems_mean": names.REQUEST_TIME_MS,
+    # request time percentiles: a histogram's NNthPercentile as label quantile="0.NN" (Strimzi's rules)
+    "kafka_network_requestmetrics_totaltimems": names.REQUEST_TOTAL_MS,
+    "kafka_network_requestmetrics_requestqueuetimems": names.REQUEST_QUEUE_MS,
+    "kafka_network_requestmetrics_localtimems": names.REQUEST_LOCAL_MS,
+    "kafka_network_requestmetrics_remotetimems": names.REQUEST_REMOTE_MS,
+    "kafka_network_requestmetrics_responsequeuetimems": names.RESPONSE_QUEUE_MS,
+    "kafka_network_requestmetrics_responsesendtimems": names.RESPONSE_SEND_MS,
+    "kafka_network_requestchannel_requestqueuesize": names.REQUEST_QUEUE_SIZE,
+    "kafka_network_requestchannel_responsequeuesize": names.RESPONSE_QUEUE_SIZE,
+    "kafka_server_replicamanager_atminisrpartitioncount": names.AT_MIN_ISR_PARTITIONS,
+    "kafka_server_replicafetchermanager_maxlag": names.REPLICA_MAX_LAG,
+    "kafka_server_brokertopicmetrics_replicationbytesin_total": names.REPLICATION_BYTES_IN,
+    "kafka_server_brokertopicmetrics_replicationbytesout_total": names.REPLICATION_BYTES_OUT,
+    "kafka_log_logmanager_logdirectoryoffline": names.LOG_DIR_OFFLINE,
+    "kafka_controller_kafkacontroller_fencedbrokercount": names.FENCED_BROKERS,
+    "kafka_controller_kafkacontroller_activebrokercount": names.ACTIVE_BROKERS,
+    # metrics-library beans (no name key): domain_type_attribute, hyphens as underscores
+    "kafka_server_broker_metadata_metrics_last_applied_record_lag_ms": names.METADATA_LAG_MS,
+    "kafka_server_raft_metrics_current_leader": names.RAFT_LEADER,
+    "kafka_server_raft_metrics_current_epoch": names.RAFT_EPOCH,
+    "kafka_server_raft_metrics_high_watermark": names.RAFT_HIGH_WATERMARK,
+    "kafka_server_raft_metrics_log_end_offset": names.RAFT_LOG_END_OFFSET,
+    "kafka_server_raft_metrics_commit_latency_avg": names.RAFT_COMMIT_LATENCY_AVG_MS,
+    "kafka_server_raft_metrics_commit_latency_max": names.RAFT_COMMIT_LATENCY_MAX_MS,
+    "kafka_server_raft_metrics_number_of_voters": names.RAFT_VOTERS,
     "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_oneminuterate": (
         names.REQUEST_HANDLER_IDLE
     ),
@@ -74,6 +99,9 @@ LABELS = {
     "clientId": "client_id",
     "area": "area",  # JVM memory: heap or nonheap
     "gc": "gc",  # the garbage collector's name
+    "quantile": "quantile",  # a histogram's percentile: "0.50", "0.99", "0.999"
+    "processor": "processor",  # a network thread's own response queue (the broker's total has none)
+    "logDirectory": "log_dir",
 }
 
 

@@ -31,6 +31,36 @@ OFFLINE_LOG_DIRS = "kafka_broker_offline_log_dirs"
 REQUESTS = "kafka_request_total"  # labels: request, version (Kafka counts per request version)
 REQUEST_ERRORS = "kafka_request_errors_total"  # labels: request, error
 REQUEST_TIME_MS = "kafka_request_time_ms_mean"  # labels: request
+# Request latency percentiles in ms, one name per stage of a request's time (RequestMetrics' ...TimeMs
+# histograms, Yammer samples weighted to the last 5 minutes); labels ``request`` and ``quantile`` ("0.50",
+# "0.99", "0.999"). Total = request queue + local + remote (waiting for followers or a fetch's data) +
+# response queue + response send.
+REQUEST_TOTAL_MS = "kafka_request_total_time_ms"
+REQUEST_QUEUE_MS = "kafka_request_queue_time_ms"
+REQUEST_LOCAL_MS = "kafka_request_local_time_ms"
+REQUEST_REMOTE_MS = "kafka_request_remote_time_ms"
+RESPONSE_QUEUE_MS = "kafka_response_queue_time_ms"
+RESPONSE_SEND_MS = "kafka_response_send_time_ms"
+# Requests waiting for a handler thread, responses waiting for a network thread (RequestChannel)
+REQUEST_QUEUE_SIZE = "kafka_broker_request_queue_size"
+RESPONSE_QUEUE_SIZE = "kafka_broker_response_queue_size"
+AT_MIN_ISR_PARTITIONS = "kafka_broker_at_min_isr_partitions"  # ISR size equals min.insync.replicas
+REPLICA_MAX_LAG = "kafka_broker_replica_max_lag_messages"  # the broker's followers' largest lag behind
+REPLICATION_BYTES_IN = "kafka_broker_replication_bytes_in_total"  # fetched as a follower
+REPLICATION_BYTES_OUT = "kafka_broker_replication_bytes_out_total"  # served to followers
+LOG_DIR_OFFLINE = "kafka_log_dir_offline"  # label ``log_dir``: 1 when the directory failed (I/O error)
+METADATA_LAG_MS = "kafka_broker_metadata_lag_ms"  # age of the newest metadata record the broker applied
+FENCED_BROKERS = "kafka_controller_fenced_brokers"  # KRaft: registered brokers the controller fenced
+ACTIVE_BROKERS = "kafka_controller_active_brokers"  # KRaft: registered, unfenced brokers
+# The KRaft quorum as each node sees it (raft-metrics): the leader's node id (-1 during an election), the
+# epoch, the metadata log's committed (high watermark) and last offsets, commit latency (the leader's).
+RAFT_LEADER = "kafka_raft_current_leader"
+RAFT_EPOCH = "kafka_raft_current_epoch"
+RAFT_HIGH_WATERMARK = "kafka_raft_high_watermark"
+RAFT_LOG_END_OFFSET = "kafka_raft_log_end_offset"
+RAFT_COMMIT_LATENCY_AVG_MS = "kafka_raft_commit_latency_avg_ms"
+RAFT_COMMIT_LATENCY_MAX_MS = "kafka_raft_commit_latency_max_ms"
+RAFT_VOTERS = "kafka_raft_voters"
 # Shares of time the broker's request handler threads (KafkaRequestHandlerPool, last minute) and network
 # processor threads (SocketServer) spent waiting for work: 1 is idle, near 0 saturated.
 REQUEST_HANDLER_IDLE = "kafka_broker_request_handler_idle_ratio"

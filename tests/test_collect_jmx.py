@@ -138,6 +138,11 @@ def test_a_real_producers_metrics_map_with_the_client_id_and_equal_what_jmxtool_
             "Value",
             ("kafka_log_log_logendoffset", {"topic": "orders", "partition": "3"}),
         ),
+        (  # Strimzi: pattern ...<type=(.+), name=(.+), (.+)=(.+)><>(\d+)thPercentile, label quantile "0.$N"
+            "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce",
+            "999thPercentile",
+            ("kafka_network_requestmetrics_totaltimems", {"request": "Produce", "quantile": "0.999"}),
+        ),
         (
             'kafka.producer:type=producer-metrics,client-id="web,eu"',  # Kafka quotes special characters
             "bufferpool-wait-ratio",

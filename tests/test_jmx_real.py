@@ -43,6 +43,12 @@ TOPICS, LOG, LOGS, REQUESTS = (
     "kafka.log:type=LogManager",
     "kafka.network:type=RequestMetrics",
 )
+FETCHERS, CHANNEL, METADATA, RAFT = (
+    "kafka.server:type=ReplicaFetcherManager",
+    "kafka.network:type=RequestChannel",
+    "kafka.server:type=broker-metadata-metrics",
+    "kafka.server:type=raft-metrics",
+)
 # (Kafka's domain and type, name, attribute) → canonical name: the broker catalogue of docs/metrics.md. The
 # bean's other keys (topic, partition, request, version, error) become labels.
 CATALOGUE = {
@@ -68,15 +74,57 @@ CATALOGUE = {
     (REQUESTS, "RequestsPerSec", "Count"): names.REQUESTS,
     (REQUESTS, "ErrorsPerSec", "Count"): names.REQUEST_ERRORS,
     (REQUESTS, "TotalTimeMs", "Mean"): names.REQUEST_TIME_MS,
+    (TOPICS, "ReplicationBytesInPerSec", "Count"): names.REPLICATION_BYTES_IN,
+    (TOPICS, "ReplicationBytesOutPerSec", "Count"): names.REPLICATION_BYTES_OUT,
+    (RM, "AtMinIsrPartitionCount", "Value"): names.AT_MIN_ISR_PARTITIONS,
+    (FETCHERS, "MaxLag", "Value"): names.REPLICA_MAX_LAG,
+    (CHANNEL, "RequestQueueSize", "Value"): names.REQUEST_QUEUE_SIZE,
+    (CHANNEL, "ResponseQueueSize", "Value"): names.RESPONSE_QUEUE_SIZE,
+    (LOGS, "LogDirectoryOffline", "Value"): names.LOG_DIR_OFFLINE,
+    (KC, "FencedBrokerCount", "Value"): names.FENCED_BROKERS,
+    (KC, "ActiveBrokerCount", "Value"): names.ACTIVE_BROKERS,
+    (METADATA, "", "last-applied-record-lag-ms"): names.METADATA_LAG_MS,
+    (RAFT, "", "current-leader"): names.RAFT_LEADER,
+    (RAFT, "", "current-epoch"): names.RAFT_EPOCH,
+    (RAFT, "", "high-watermark"): names.RAFT_HIGH_WATERMARK,
+    (RAFT, "", "log-end-offset"): names.RAFT_LOG_END_OFFSET,
+    (RAFT, "", "commit-latency-avg"): names.RAFT_COMMIT_LATENCY_AVG_MS,
+    (RAFT, "", "commit-latency-max"): names.RAFT_COMMIT_LATENCY_MAX_MS,
+    (RAFT, "", "number-of-voters"): names.RAFT_VOTERS,
+    **{
+        (REQUESTS, f"{stage}TimeMs", f"{n}thPercentile"): canonical
+        for stage, canonical in {
+            "Total": names.REQUEST_TOTAL_MS, "RequestQueue": names.REQUEST_QUEUE_MS,
+            "Local": names.REQUEST_LOCAL_MS, "Remote": names.REQUEST_REMOTE_MS,
+            "ResponseQueue": names.RESPONSE_QUEUE_MS, "ResponseSend": names.RESPONSE_SEND_MS,
+        }.items()  # fmt: skip
+        for n in (50, 99, 999)
+    },
 }
+# The request types whose time percentiles kobs reads (the others' histograms are not asked for), and the
+# beans the catalogue's name families hold that kobs does not read: each network thread's own response
+# queue (the broker's total is read).
+TIMED_REQUESTS = {
+    "Produce", "FetchConsumer", "FetchFollower", "Metadata", "OffsetCommit", "JoinGroup",
+    "ConsumerGroupHeartbeat",
+}  # fmt: skip
+LABEL_NAMES = {"clientId": "client_id", "logDirectory": "log_dir"}
 # Gauges that hold still in a quiet cluster: equal in both JmxTool reads, and then equal in the scrape.
 STEADY = {
     names.UNDER_REPLICATED_PARTITIONS, names.UNDER_MIN_ISR_PARTITIONS, names.PARTITION_COUNT,
     names.LEADER_COUNT, names.ACTIVE_CONTROLLER, names.OFFLINE_PARTITIONS, names.OFFLINE_LOG_DIRS,
-    names.CONTROLLED_SHUTDOWN_BROKERS,
+    names.CONTROLLED_SHUTDOWN_BROKERS, names.AT_MIN_ISR_PARTITIONS, names.FENCED_BROKERS,
+    names.ACTIVE_BROKERS, names.RAFT_LEADER, names.RAFT_EPOCH, names.RAFT_VOTERS,
+}  # fmt: skip
+# Gauges that may move either way between two reads: only their sign is checked where they moved.
+EITHER_WAY = {
+    names.REQUEST_TIME_MS, names.REQUEST_TOTAL_MS, names.REQUEST_QUEUE_MS, names.REQUEST_LOCAL_MS,
+    names.REQUEST_REMOTE_MS, names.RESPONSE_QUEUE_MS, names.RESPONSE_SEND_MS, names.REQUEST_QUEUE_SIZE,
+    names.RESPONSE_QUEUE_SIZE, names.REPLICA_MAX_LAG, names.METADATA_LAG_MS,
+    names.RAFT_COMMIT_LATENCY_AVG_MS, names.RAFT_COMMIT_LATENCY_MAX_MS,
 }  # fmt: skip
 # JmxTool's query: every bean of the catalogue's names, whatever its other keys (one JmxTool run per read)
-CATALOGUE_BEANS = sorted({f"{kind},name={name},*" for kind, name, _ in CATALOGUE})
+CATALOGUE_BEANS = sorted({f"{kind},name={name},*" if name else kind for kind, name, _ in CATALOGUE})
 _KEY = re.compile(r'([^,=]+)=("(?:[^"\\]|\\.)*"|[^,]*)')
 
 Reading = dict[tuple[str, tuple[tuple[str, str], ...]], float]  # (canonical name, sorted labels) → value
@@ -92,7 +140,13 @@ def from_jmxtool(raw: dict[str, float], broker: int) -> Reading:
         props = dict(_KEY.findall(keys))
         kind, name = f"{domain}:type={props.pop('type', '')}", props.pop("name", "")
         canonical = CATALOGUE.get((kind, name, attribute))
-        if canonical is not None:
+        percentile = re.fullmatch(r"(\d+)thPercentile", attribute)
+        if percentile:
+            if props.get("request") not in TIMED_REQUESTS:
+                continue
+            props["quantile"] = f"0.{percentile[1]}"
+        if canonical is not None and "processor" not in props:
+            props = {LABEL_NAMES.get(k, k): v.strip('"') for k, v in props.items()}
             labels = tuple(sorted({**props, "broker": str(broker)}.items()))
             found[canonical, labels] = value
     return found
@@ -152,7 +206,9 @@ def steady_reading(node, via: str, attempts: int = 4) -> tuple[Reading, Reading,
 
 @pytest.mark.parametrize("via", VIA)
 def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_names(kafka_cluster, via):
-    totals: dict[str, list[float]] = {names.ACTIVE_CONTROLLER: [], names.OFFLINE_PARTITIONS: []}
+    totals: dict[str, list[float]] = {
+        names.ACTIVE_CONTROLLER: [], names.OFFLINE_PARTITIONS: [], names.RAFT_LEADER: [], names.RAFT_VOTERS: []
+    }  # fmt: skip
     for node in kafka_cluster.nodes.values():
         before, ours, after, raw = steady_reading(node, via)
         assert before.keys() == after.keys(), "beans came or went between the two JmxTool reads"
@@ -163,8 +219,8 @@ def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_n
             if same(low, high):
                 assert same(value, low), key
                 exact += 1
-            elif key[0] == names.REQUEST_TIME_MS:  # a mean of all requests moves either way
-                assert value >= 0, key
+            elif key[0] in EITHER_WAY:  # means, percentiles, queues and lags move either way
+                assert value >= 0 or math.isnan(value), key
             else:  # counters, offsets and sizes only grow while we read
                 assert min(low, high) <= value <= max(low, high), (key, low, value, high)
         assert exact > len(ours) / 2  # most of it holds still between the reads
@@ -179,6 +235,10 @@ def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_n
     # count on every controller (each replays the metadata log), so it must not be summed over nodes.
     assert sorted(totals[names.ACTIVE_CONTROLLER]) == [0, 0, 1]
     assert len(set(totals[names.OFFLINE_PARTITIONS])) == 1
+    # The quorum: every voter names the leader kafka-metadata-quorum names, which is the active controller
+    leader = int(kafka_tools.quorum_status(kafka_cluster.bootstrap)["LeaderId"])
+    assert totals[names.RAFT_LEADER] == [leader] * 3 and totals[names.RAFT_VOTERS] == [3] * 3
+    assert totals[names.ACTIVE_CONTROLLER][list(kafka_cluster.nodes).index(leader)] == 1
 
 
 @pytest.mark.parametrize("via", VIA)
