@@ -41,6 +41,10 @@ REQUEST_STAGES = (
     "TotalTimeMs", "RequestQueueTimeMs", "LocalTimeMs", "RemoteTimeMs", "ResponseQueueTimeMs",
     "ResponseSendTimeMs",
 )  # fmt: skip
+TOPIC_METERS = (
+    "MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "FailedProduceRequestsPerSec",
+    "ReplicationBytesInPerSec", "ReplicationBytesOutPerSec",
+)  # fmt: skip
 PERCENTILES = ("50thPercentile", "99thPercentile", "999thPercentile")
 RAFT_ATTRIBUTES = (
     "current-leader", "current-epoch", "high-watermark", "log-end-offset", "commit-latency-avg",
@@ -58,13 +62,7 @@ BROKER_QUERIES = (
     "kafka.server:type=ReplicaManager,*/Count",
     "kafka.controller:type=KafkaController,*/Value",
     "kafka.controller:type=ControllerStats,*/Count",
-    *(
-        f"kafka.server:type=BrokerTopicMetrics,name={name},*/Count"
-        for name in (
-            "MessagesInPerSec", "BytesInPerSec", "BytesOutPerSec", "FailedProduceRequestsPerSec",
-            "ReplicationBytesInPerSec", "ReplicationBytesOutPerSec",
-        )  # fmt: skip
-    ),
+    *(f"kafka.server:type=BrokerTopicMetrics,name={name},*/Count" for name in TOPIC_METERS),
     *(f"kafka.log:type=Log,name={name},*/Value" for name in ("Size", "LogStartOffset", "LogEndOffset")),
     "kafka.log:type=LogManager,*/Value",
     "kafka.network:type=RequestMetrics,name=RequestsPerSec,*/Count",

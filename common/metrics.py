@@ -293,6 +293,87 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster broker request",
         "Responses of each request type with an error code other than NONE, per second.",
     ),
+    _m(
+        "kobs_broker_request_latency_seconds",
+        "gauge",
+        "cluster broker request stage quantile",
+        "A percentile (quantile 0.50, 0.99, 0.999) of the time the broker took for requests of one type, "
+        "in total or in one stage (request_queue, local, remote, response_queue, response_send).",
+    ),
+    _m(
+        "kobs_broker_request_queue_size",
+        "gauge",
+        "cluster broker",
+        "Requests received and waiting for a request handler thread.",
+    ),
+    _m(
+        "kobs_broker_response_queue_size",
+        "gauge",
+        "cluster broker",
+        "Responses ready and waiting for a network thread to send them.",
+    ),
+    *(
+        _m(f"kobs_broker_{what}_per_second", "gauge", "cluster broker", meaning)
+        for what, meaning in (
+            ("bytes_in", "Bytes producers sent to the broker per second (all topics)."),
+            ("bytes_out", "Bytes the broker sent to consumers per second (all topics)."),
+            ("replication_bytes_in", "Bytes the broker fetched as a follower per second."),
+            ("replication_bytes_out", "Bytes the broker served to other brokers' followers per second."),
+        )
+    ),
+    _m(
+        "kobs_broker_at_min_isr_partitions",
+        "gauge",
+        "cluster broker",
+        "Partitions the broker leads whose ISR is exactly min.insync.replicas: one more loss fails acks=all.",
+    ),
+    _m(
+        "kobs_broker_replica_max_lag_messages",
+        "gauge",
+        "cluster broker",
+        "The largest lag, in messages, of the broker's followers behind their leaders.",
+    ),
+    _m(
+        "kobs_broker_offline_log_dirs",
+        "gauge",
+        "cluster broker",
+        "The broker's log directories that failed (an I/O error took them offline).",
+    ),
+    _m(
+        "kobs_broker_metadata_lag_seconds",
+        "gauge",
+        "cluster broker",
+        "Age of the newest cluster metadata record the broker applied (KRaft).",
+    ),
+    # The KRaft controller quorum.
+    _m(
+        "kobs_quorum_leader",
+        "gauge",
+        "cluster",
+        "Node id of the quorum's leader, the active controller (the last one named, kept during an "
+        "election).",
+    ),
+    _m("kobs_quorum_epoch", "gauge", "cluster", "The quorum's epoch; every election raises it."),
+    _m(
+        "kobs_quorum_leaderless_seconds",
+        "gauge",
+        "cluster",
+        "Seconds the quorum has been without a leader (no controller can change metadata); 0 with one.",
+    ),
+    _m("kobs_quorum_voters", "gauge", "cluster", "Voters in the quorum."),
+    _m(
+        "kobs_quorum_commit_latency_seconds",
+        "gauge",
+        "cluster",
+        "The leader's average time to commit a metadata record (a majority of voters have it).",
+    ),
+    _m(
+        "kobs_quorum_commit_latency_max_seconds",
+        "gauge",
+        "cluster",
+        "The leader's longest time to commit a metadata record, recent window.",
+    ),
+    _m("kobs_cluster_fenced_brokers", "gauge", "cluster", "Registered brokers the controller has fenced."),
     # Throughput versus stored data, capacity.
     _m(
         "kobs_topic_bytes_in_per_second",

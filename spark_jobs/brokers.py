@@ -2,8 +2,11 @@
 
 Pure (no Spark). Reads a broker's JVM series (``jvm_process_cpu_seconds_total``, heap
 ``jvm_memory_{used,max}_bytes{area="heap"}``, ``jvm_gc_collection_seconds_total{gc}``), its thread pools'
-idle ratios (request handlers, network processors) and its request meters (``kafka_request_total`` per
-request and version, ``kafka_request_errors_total`` per request and error). Counters become per-second rates
+idle ratios (request handlers, network processors), its request meters (``kafka_request_total`` per
+request and version, ``kafka_request_errors_total`` per request and error), its request time percentiles
+per request type and stage (in seconds), queue sizes, traffic meters (the broker's totals: samples of one
+topic or one network thread are not the broker's and are left out), offline log directories, partitions at
+min ISR, its followers' largest lag and its metadata's age. Counters become per-second rates
 over the last minute (:mod:`spark_jobs.rates`, resets counted); CPU seconds per second is CPU cores used,
 GC seconds per second the share of time in GC. A request's rate sums its versions; its error rate sums
 every error code but ``NONE`` (Kafka counts successful responses as ``error="NONE"``), so a request type
@@ -27,18 +30,43 @@ from common import names
 from spark_jobs.analysis import Derived, Evaluation, Observation
 from spark_jobs.rates import CounterRates
 
-COUNTERS = {names.PROCESS_CPU_SECONDS, names.JVM_GC_SECONDS, names.REQUESTS, names.REQUEST_ERRORS}
+# The broker's traffic, all topics (the beans without a topic key): bytes from producers, to consumers, and
+# fetched from and served to other brokers' followers.
+NETWORK = {
+    names.BYTES_IN: "bytes_in_per_second",
+    names.BYTES_OUT: "bytes_out_per_second",
+    names.REPLICATION_BYTES_IN: "replication_bytes_in_per_second",
+    names.REPLICATION_BYTES_OUT: "replication_bytes_out_per_second",
+}
+COUNTERS = {names.PROCESS_CPU_SECONDS, names.JVM_GC_SECONDS, names.REQUESTS, names.REQUEST_ERRORS, *NETWORK}
 GAUGES = {
     names.JVM_MEMORY_USED_BYTES: "heap_used_bytes",
     names.JVM_MEMORY_MAX_BYTES: "heap_max_bytes",
     names.REQUEST_HANDLER_IDLE: "request_handler_idle_ratio",
     names.NETWORK_PROCESSOR_IDLE: "network_processor_idle_ratio",
+    names.REQUEST_QUEUE_SIZE: "request_queue_size",
+    names.RESPONSE_QUEUE_SIZE: "response_queue_size",
+    names.AT_MIN_ISR_PARTITIONS: "at_min_isr_partitions",
+    names.REPLICA_MAX_LAG: "replica_max_lag_messages",
+    names.OFFLINE_LOG_DIRS: "offline_log_dirs",
+    names.METADATA_LAG_MS: "metadata_lag_seconds",
 }
+SCALE = {names.METADATA_LAG_MS: 1e-3}  # Kafka's milliseconds as seconds
+# The stages of a request's time (each a histogram per request type, read as percentiles)
+LATENCIES = {
+    names.REQUEST_TOTAL_MS: "total",
+    names.REQUEST_QUEUE_MS: "request_queue",
+    names.REQUEST_LOCAL_MS: "local",
+    names.REQUEST_REMOTE_MS: "remote",
+    names.RESPONSE_QUEUE_MS: "response_queue",
+    names.RESPONSE_SEND_MS: "response_send",
+}
+LATENCY = "kobs_broker_request_latency_seconds"  # labels cluster, broker, request, stage, quantile
 # history column -> derived gauge (labels cluster, broker)
 BROKER_GAUGES = {
     "cpu_cores": "kobs_broker_cpu_cores",
     "gc_time_ratio": "kobs_broker_gc_time_ratio",
-    **{column: f"kobs_broker_{column}" for column in GAUGES.values()},
+    **{column: f"kobs_broker_{column}" for column in (*GAUGES.values(), *NETWORK.values())},
 }
 HISTORY_SCHEMA = pa.schema(
     [
@@ -48,6 +76,7 @@ HISTORY_SCHEMA = pa.schema(
         *((column, pa.float64()) for column in BROKER_GAUGES),
         ("requests_per_s", pa.float64()),
         ("request_errors_per_s", pa.float64()),
+        ("produce_p99_seconds", pa.float64()),  # Produce's total time, 99th percentile
     ]
 )
 
@@ -64,12 +93,19 @@ def _counter_key(o: Observation) -> tuple[str, str]:
     return o.name, ""
 
 
+def _own(o: Observation) -> bool:
+    """Whether a sample is the broker's own figure: not one topic's traffic (the beans without a topic key
+    are the broker's total) nor one network thread's response queue (the beans without a processor key)."""
+    return not (o.name in NETWORK and "topic" in o.labels) and "processor" not in o.labels
+
+
 class BrokerResourceAnalysis:
-    """Per broker: CPU cores used, heap, GC time share, thread pools' idle ratios, requests per second."""
+    """Per broker: CPU cores used, heap, GC time share, thread pools' idle ratios, requests per second,
+    request latency percentiles by stage, queues, traffic, log dirs offline, replication and metadata lag."""
 
     table = "brokers"
     history_schema = HISTORY_SCHEMA
-    inputs = frozenset(COUNTERS | set(GAUGES))
+    inputs = frozenset(COUNTERS | set(GAUGES) | set(LATENCIES))
     settings = ("stale_s",)
     chunked: frozenset[str] = frozenset()
 
@@ -77,13 +113,18 @@ class BrokerResourceAnalysis:
         self.stale_s = stale_s
         self.rates: dict[tuple[str, str], CounterRates] = {}  # (cluster, broker) -> counter rates
         self.gauges: dict[tuple[str, str], dict[str, tuple[float, float]]] = {}  # -> column -> (t, value)
+        # -> (request, stage, quantile) -> (t, seconds)
+        self.latencies: dict[tuple[str, str], dict[tuple[str, str, str], tuple[float, float]]] = {}
         self.seen: dict[tuple[str, str], float] = {}  # (cluster, broker) -> newest scrape
         self.now_s = -math.inf
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({"latencies": {}} | state)  # stored before request latencies were kept
 
     def observe(self, observations: Iterable[Observation]) -> None:
         for o in sorted(observations, key=lambda o: o.t_s):
             broker = o.labels.get("broker")
-            if broker is None or o.value is None or not math.isfinite(o.value):
+            if broker is None or o.value is None or not math.isfinite(o.value) or not _own(o):
                 continue
             key = (o.cluster, broker)
             self.seen[key] = max(self.seen.get(key, -math.inf), o.t_s)
@@ -93,10 +134,13 @@ class BrokerResourceAnalysis:
                 if rates is None:
                     rates = self.rates[key] = CounterRates(window_s=60.0)
                 rates.add(_counter_key(o), o.t_s, o.value)
+            elif o.name in LATENCIES:
+                what = (o.labels.get("request", ""), LATENCIES[o.name], o.labels.get("quantile", ""))
+                self.latencies.setdefault(key, {})[what] = (o.t_s, o.value / 1e3)
             elif o.name == names.REQUEST_HANDLER_IDLE and o.value == 0:
                 continue  # a meter's one-minute rate before its first tick, 5 s after the broker started
             elif o.labels.get("area", "heap") == "heap":
-                self.gauges.setdefault(key, {})[GAUGES[o.name]] = (o.t_s, o.value)
+                self.gauges.setdefault(key, {})[GAUGES[o.name]] = (o.t_s, o.value * SCALE.get(o.name, 1))
         self._forget_stale()
 
     def _forget_stale(self) -> None:
@@ -105,8 +149,10 @@ class BrokerResourceAnalysis:
             del self.seen[key]
             self.rates.pop(key, None)
             self.gauges.pop(key, None)
-        for key, gauges in self.gauges.items():
-            self.gauges[key] = {column: tv for column, tv in gauges.items() if tv[0] >= since}
+            self.latencies.pop(key, None)
+        for figures in (self.gauges, self.latencies):
+            for key, by_column in figures.items():
+                figures[key] = {column: tv for column, tv in by_column.items() if tv[0] >= since}
         for rates in self.rates.values():
             rates.stale_s = self.stale_s  # the setting as configured now, never a restored state's
             rates.forget_stale(self.now_s)
@@ -123,6 +169,8 @@ class BrokerResourceAnalysis:
                     figures["cpu_cores"] = rate
                 elif name == names.JVM_GC_SECONDS:
                     figures["gc_time_ratio"] = figures.get("gc_time_ratio", 0.0) + rate
+                elif name in NETWORK:
+                    figures[NETWORK[name]] = rate
                 else:
                     request, code = detail.split("\0")
                     if name == names.REQUESTS:
@@ -134,6 +182,9 @@ class BrokerResourceAnalysis:
             for kind, by_request in (("requests", requests), ("request_errors", errors)):
                 metric = f"kobs_broker_{kind}_per_second"
                 metrics += [Derived(metric, (*labels, r), v) for r, v in by_request.items()]
+            latencies = self.latencies.get((cluster, broker), {})
+            metrics += [Derived(LATENCY, (*labels, *what), v) for what, (_, v) in sorted(latencies.items())]
+            produce_p99 = latencies.get(("Produce", "total", "0.99"))
             history.append(
                 {
                     "cluster": cluster,
@@ -142,6 +193,7 @@ class BrokerResourceAnalysis:
                     **figures,
                     "requests_per_s": math.fsum(requests.values()) if requests else None,
                     "request_errors_per_s": math.fsum(errors.values()) if errors else None,
+                    "produce_p99_seconds": produce_p99[1] if produce_p99 else None,
                 }
             )
         return Evaluation(history, metrics)

@@ -55,6 +55,7 @@ from spark_jobs.keyed import PIPELINE, tune_gc
 from spark_jobs.lag import LagAnalysis
 from spark_jobs.pipeline import DerivedCollector, Pipeline
 from spark_jobs.producers import ProducerAnalysis
+from spark_jobs.quorum import QuorumAnalysis
 from spark_jobs.replication import ReplicationAnalysis
 from spark_jobs.state_placement import layout, slot
 from spark_jobs.stateful import analyzed, outcomes
@@ -112,6 +113,7 @@ def analyses(config: Config) -> list[Analysis]:
             client_stale_s=3 * intervals.producers_s,
         ),
         BrokerResourceAnalysis(stale_s=3 * intervals.metrics_s),
+        QuorumAnalysis(stale_s=3 * intervals.metrics_s),
     ]
 
 

@@ -110,3 +110,58 @@ def test_a_request_handler_idle_of_exactly_zero_is_a_meter_not_yet_ticked_not_a_
     assert metrics_of(analysis)["kobs_broker_request_handler_idle_ratio", "prod", "1"] == 0.97
     analysis.observe([sample(names.REQUEST_HANDLER_IDLE, 60, 0.02)])  # a busy pool: a small fraction
     assert metrics_of(analysis)["kobs_broker_request_handler_idle_ratio", "prod", "1"] == 0.02
+
+
+def test_request_time_percentiles_are_seconds_by_request_stage_and_quantile():
+    analysis = BrokerResourceAnalysis()
+    analysis.observe(
+        [
+            sample(names.REQUEST_TOTAL_MS, 0, 812.0, request="Produce", quantile="0.99"),
+            sample(names.REQUEST_REMOTE_MS, 0, 790.0, request="Produce", quantile="0.99"),
+            sample(names.REQUEST_QUEUE_MS, 0, 1.5, request="FetchConsumer", quantile="0.999"),
+        ]
+    )
+    got = metrics_of(analysis)
+    latency = "kobs_broker_request_latency_seconds"
+    assert got == {
+        (latency, "prod", "1", "FetchConsumer", "request_queue", "0.999"): 0.0015,
+        (latency, "prod", "1", "Produce", "remote", "0.99"): 0.79,  # waiting for the followers
+        (latency, "prod", "1", "Produce", "total", "0.99"): 0.812,
+    }
+    (row,) = analysis.evaluate().history
+    assert row["produce_p99_seconds"] == 0.812
+
+
+def test_traffic_is_the_brokers_total_and_queues_the_brokers_not_one_topics_or_one_threads():
+    analysis = BrokerResourceAnalysis()
+    for t_s, total, one_topic, fetched in ((0, 1000.0, 400.0, 0.0), (60, 61000.0, 30400.0, 120000.0)):
+        analysis.observe(
+            [
+                sample(names.BYTES_IN, t_s, total),
+                sample(names.BYTES_IN, t_s, one_topic, topic="orders"),
+                sample(names.REPLICATION_BYTES_IN, t_s, fetched),
+                sample(names.RESPONSE_QUEUE_SIZE, t_s, 3.0),
+                sample(names.RESPONSE_QUEUE_SIZE, t_s, 2.0, processor="0"),
+                sample(names.METADATA_LAG_MS, t_s, 250.0),
+                sample(names.OFFLINE_LOG_DIRS, t_s, 1.0),
+            ]
+        )
+    got = metrics_of(analysis)
+    b = ("prod", "1")
+    assert got["kobs_broker_bytes_in_per_second", *b] == pytest.approx(1000.0)  # 60,000 bytes in 60 s
+    assert got["kobs_broker_replication_bytes_in_per_second", *b] == pytest.approx(2000.0)
+    assert got["kobs_broker_response_queue_size", *b] == 3.0
+    assert got["kobs_broker_metadata_lag_seconds", *b] == 0.25
+    assert got["kobs_broker_offline_log_dirs", *b] == 1.0
+
+
+def test_a_state_stored_before_latencies_were_kept_restores_and_learns_them():
+    analysis = BrokerResourceAnalysis()
+    analysis.observe([sample(names.PROCESS_CPU_SECONDS, 0, 1.0)])
+    state = dict(analysis.__dict__)
+    del state["latencies"]
+    restored = BrokerResourceAnalysis.__new__(BrokerResourceAnalysis)
+    restored.__setstate__(state)
+    restored.observe([sample(names.REQUEST_TOTAL_MS, 30, 5.0, request="Metadata", quantile="0.50")])
+    latency = ("kobs_broker_request_latency_seconds", "prod", "1", "Metadata", "total", "0.50")
+    assert metrics_of(restored)[latency] == 0.005

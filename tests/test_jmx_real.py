@@ -49,6 +49,11 @@ FETCHERS, CHANNEL, METADATA, RAFT = (
     "kafka.server:type=broker-metadata-metrics",
     "kafka.server:type=raft-metrics",
 )
+STAGES = {
+    "Total": names.REQUEST_TOTAL_MS, "RequestQueue": names.REQUEST_QUEUE_MS, "Local": names.REQUEST_LOCAL_MS,
+    "Remote": names.REQUEST_REMOTE_MS, "ResponseQueue": names.RESPONSE_QUEUE_MS,
+    "ResponseSend": names.RESPONSE_SEND_MS,
+}  # fmt: skip
 # (Kafka's domain and type, name, attribute) → canonical name: the broker catalogue of docs/metrics.md. The
 # bean's other keys (topic, partition, request, version, error) become labels.
 CATALOGUE = {
@@ -93,11 +98,7 @@ CATALOGUE = {
     (RAFT, "", "number-of-voters"): names.RAFT_VOTERS,
     **{
         (REQUESTS, f"{stage}TimeMs", f"{n}thPercentile"): canonical
-        for stage, canonical in {
-            "Total": names.REQUEST_TOTAL_MS, "RequestQueue": names.REQUEST_QUEUE_MS,
-            "Local": names.REQUEST_LOCAL_MS, "Remote": names.REQUEST_REMOTE_MS,
-            "ResponseQueue": names.RESPONSE_QUEUE_MS, "ResponseSend": names.RESPONSE_SEND_MS,
-        }.items()  # fmt: skip
+        for stage, canonical in STAGES.items()
         for n in (50, 99, 999)
     },
 }
@@ -206,9 +207,8 @@ def steady_reading(node, via: str, attempts: int = 4) -> tuple[Reading, Reading,
 
 @pytest.mark.parametrize("via", VIA)
 def test_every_nodes_samples_are_the_beans_jmxtool_reads_under_their_canonical_names(kafka_cluster, via):
-    totals: dict[str, list[float]] = {
-        names.ACTIVE_CONTROLLER: [], names.OFFLINE_PARTITIONS: [], names.RAFT_LEADER: [], names.RAFT_VOTERS: []
-    }  # fmt: skip
+    per_node = (names.ACTIVE_CONTROLLER, names.OFFLINE_PARTITIONS, names.RAFT_LEADER, names.RAFT_VOTERS)
+    totals: dict[str, list[float]] = {name: [] for name in per_node}
     for node in kafka_cluster.nodes.values():
         before, ours, after, raw = steady_reading(node, via)
         assert before.keys() == after.keys(), "beans came or went between the two JmxTool reads"
