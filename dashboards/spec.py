@@ -60,6 +60,14 @@ def increase(labels: str, metric: str, window: str, *variables: str) -> str:
     return f"sum by ({labels}) (increase({sel(metric, *variables)}[{window}]))"
 
 
+def latency(request: str, stage: str, quantile: str) -> str:
+    """The brokers' request time percentiles of the matching request types and stages, on ``$cluster``."""
+    return (
+        f'kobs_broker_request_latency_seconds{{request=~"{request}",stage=~"{stage}",'
+        f'quantile="{quantile}",cluster=~"$cluster"}}'
+    )
+
+
 # Partition states the jobs count and time per topic: metric infix, words for panel titles, the rule that
 # reads the count (None: the rule reads the time), the rule that reads the time (None: none does).
 PARTITION_STATES = (
@@ -264,6 +272,171 @@ CLUSTER_HEALTH = DashboardSpec(
                     "trouble.",
                     unit="reqps",
                     legend="{{cluster}} {{request}}",
+                ),
+            ),
+        ),
+        (
+            "Requests",
+            (
+                Panel(
+                    "Produce time, 99th percentile, by broker",
+                    f"max by (cluster, broker) ({latency('Produce', 'total', '0.99')})",
+                    "How long the slowest 1% of Produce requests took on each broker, from arrival to the "
+                    "response sent (Kafka's histogram, weighted to the last 5 minutes). With acks=all it "
+                    "includes waiting for the followers. The dashed line is the least a broker must reach "
+                    "for a ticket, which also needs 3 times its own 7-day median.",
+                    unit="s",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaProduceLatencyAboveBaseline",),
+                ),
+                Panel(
+                    "Where Produce time goes (99th percentile by stage)",
+                    f"max by (cluster, stage) ({latency('Produce', '.+', '0.99')})",
+                    "The 99th percentile of each stage of a Produce request, worst broker: request_queue "
+                    "(waiting for a handler thread), local (the leader's disk), remote (waiting for the "
+                    "followers, acks=all), response_queue (waiting for a network thread), response_send "
+                    "(the network or a slow client); total for reference.",
+                    unit="s",
+                    legend="{{cluster}} {{stage}}",
+                ),
+                Panel(
+                    "Time by API, 99th percentile",
+                    f"max by (cluster, request) ({latency('.+', 'total', '0.99')})",
+                    "The 99th percentile of the total time of each request type, worst broker. "
+                    "FetchConsumer waits up to fetch.max.wait.ms (500 ms) for data when a consumer is "
+                    "caught up: long there is normal; FetchFollower waits up to replica.fetch.wait.max.ms.",
+                    unit="s",
+                    legend="{{cluster}} {{request}}",
+                ),
+                Panel(
+                    "Request queue by broker",
+                    by("cluster, broker", "max", "kobs_broker_request_queue_size", *C),
+                    "Requests waiting for a request handler thread (queued.max.requests bounds it, 500 by "
+                    "default). Near 0 is healthy; a standing queue means the handlers cannot keep up.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Response queue by broker",
+                    by("cluster, broker", "max", "kobs_broker_response_queue_size", *C),
+                    "Responses waiting for a network thread to send them. Near 0 is healthy.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+            ),
+        ),
+        (
+            "Controller and quorum",
+            (
+                Panel(
+                    "Active controller (quorum leader)",
+                    by("cluster", "max", "kobs_quorum_leader", *C),
+                    "Node id of the KRaft quorum's leader, the active controller: the last one named, kept "
+                    "during an election. Steps are moves; more than 3 in 10 minutes opens a ticket.",
+                    alerts=("KafkaControllerMovingOften",),
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Time without a quorum leader",
+                    by("cluster", "max", "kobs_quorum_leaderless_seconds", *C),
+                    "Seconds since the controllers last named a leader: 0 is healthy, an election takes "
+                    "seconds. While it lasts no metadata changes (no leader elections for failed brokers).",
+                    unit="s",
+                    legend="{{cluster}}",
+                    alerts=("KafkaQuorumLeaderless",),
+                ),
+                Panel(
+                    "Quorum epoch",
+                    by("cluster", "max", "kobs_quorum_epoch", *C),
+                    "The quorum's epoch: every election raises it, so its steps count elections, failed "
+                    "ones included.",
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Metadata commit latency",
+                    by("cluster", "max", "kobs_quorum_commit_latency_seconds", *C),
+                    "The leader's average time to commit a metadata record to a majority of the voters. "
+                    "Milliseconds are healthy; growth points at a voter's slow disk or network.",
+                    unit="s",
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Longest metadata commit",
+                    by("cluster", "max", "kobs_quorum_commit_latency_max_seconds", *C),
+                    "The leader's longest commit of a metadata record in its recent window: spikes show "
+                    "a voter that paused (GC) or a disk that stalled.",
+                    unit="s",
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Quorum voters",
+                    by("cluster", "max", "kobs_quorum_voters", *C),
+                    "Voters in the KRaft quorum: a majority of them must be up for it to have a leader (2 of "
+                    "3, 3 of 5).",
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Fenced brokers",
+                    by("cluster", "max", "kobs_cluster_fenced_brokers", *C),
+                    "Registered brokers the controller fenced: silent past broker.session.timeout.ms, or "
+                    "starting and not yet caught up with the metadata. 0 is healthy.",
+                    legend="{{cluster}}",
+                ),
+                Panel(
+                    "Metadata age by broker",
+                    by("cluster, broker", "max", "kobs_broker_metadata_lag_seconds", *C),
+                    "Age of the newest metadata record each broker applied. The quorum writes one at least "
+                    "every 500 ms, so under a second is healthy; a growing age is a broker behind.",
+                    unit="s",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+            ),
+        ),
+        (
+            "Disk and network",
+            (
+                Panel(
+                    "Offline log directories",
+                    by("cluster", "max", "kobs_broker_offline_log_dirs", *C),
+                    "Log directories a broker took offline after an I/O error (the worst broker). 0 is "
+                    "healthy; anything else pages.",
+                    kind="stat",
+                    alerts=("KafkaOfflineLogDirectory",),
+                ),
+                *(
+                    Panel(
+                        title,
+                        by("cluster, broker", "max", f"kobs_broker_{what}_per_second", *C),
+                        meaning,
+                        unit="Bps",
+                        legend="{{cluster}} broker {{broker}}",
+                    )
+                    for what, title, meaning in (
+                        ("bytes_in", "Bytes in from producers", "Bytes producers sent to each broker."),
+                        ("bytes_out", "Bytes out to consumers", "Bytes each broker sent to consumers."),
+                        (
+                            "replication_bytes_in",
+                            "Replication bytes in",
+                            "Bytes each broker fetched as a follower: its share of keeping replicas in sync.",
+                        ),
+                        (
+                            "replication_bytes_out",
+                            "Replication bytes out",
+                            "Bytes each broker served to other brokers' followers, on top of its consumers.",
+                        ),
+                    )
+                ),
+                Panel(
+                    "Partitions at min ISR by broker",
+                    by("cluster, broker", "max", "kobs_broker_at_min_isr_partitions", *C),
+                    "Partitions each broker leads whose ISR is exactly min.insync.replicas: one more "
+                    "replica lost and acks=all producers fail.",
+                    legend="{{cluster}} broker {{broker}}",
+                ),
+                Panel(
+                    "Followers' largest lag by broker",
+                    by("cluster, broker", "max", "kobs_broker_replica_max_lag_messages", *C),
+                    "The most messages any of each broker's followers is behind its leader. It rises with "
+                    "bursts and falls back; a steady climb is a follower that cannot keep up.",
+                    legend="{{cluster}} broker {{broker}}",
                 ),
             ),
         ),

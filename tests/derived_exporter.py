@@ -31,6 +31,8 @@ LABEL_VALUES = {
     "state": "stable",
     "host": "/127.0.0.1",
     "request": "Produce",
+    "stage": "total",
+    "quantile": "0.99",
     "cause_broker": "",  # the series of trouble no broker explains, always there
 }
 
@@ -68,6 +70,11 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_broker_request_handler_idle_ratio": 0.9,
     "kobs_broker_network_processor_idle_ratio": 0.95,
     "kobs_broker_requests_per_second": 120,
+    "kobs_broker_request_latency_seconds": 0.004,
+    "kobs_quorum_leader": 1,
+    "kobs_quorum_epoch": 4,
+    "kobs_quorum_voters": 3,
+    "kobs_quorum_commit_latency_seconds": 0.002,
 }
 
 
