@@ -130,15 +130,18 @@ class KafkaNode(ManagedProcess):
         heap: str = "384m",
         secure_ports: Mapping[str, int] | None = None,
         full_jit: bool = False,
+        log_dirs: int = 1,
     ):
         self.node_id, self.port, self.jmx_port, self.profile = node_id, port, jmx_port, profile
         self.exporter_port = free_port()
         self.heap = heap  # -Xmx
         self.secure_ports = dict(secure_ports or {})  # secure listener name -> port (secure clusters)
-        self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"
+        self.data_dir = Path(run_dir) / f"kafka-{node_id}-data"  # the first log dir; the metadata log's
+        # further log dirs (JBOD): a test can fail one while the node keeps running on the first
+        self.log_dirs = (self.data_dir, *(Path(f"{self.data_dir}-{n}") for n in range(2, log_dirs + 1)))
         self.config_path = Path(run_dir) / f"kafka-{node_id}.properties"
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(render({**properties, "log.dirs": self.data_dir}))
+        self.config_path.write_text(render({**properties, "log.dirs": ",".join(map(str, self.log_dirs))}))
         if profile == "kafka-zk":
             log_config = Path(run_dir) / "log4j.properties"
             log_config.write_text(LOG4J1)
@@ -235,10 +238,12 @@ class KafkaCluster:
         secure: bool = False,
         controllers: int = 0,
         full_jit: bool = False,
+        log_dirs: int = 1,
     ):
         """``secure``: also the SASL/SCRAM, TLS and SASL+TLS listeners (KRaft only; see the module);
         ``controllers``: that many dedicated controller nodes (plain KRaft only), 0 for combined nodes;
-        ``full_jit``: both of Java's compilers (:data:`QUICK_JIT`), for a cluster whose cost is measured."""
+        ``full_jit``: both of Java's compilers (:data:`QUICK_JIT`), for a cluster whose cost is measured;
+        ``log_dirs``: log directories per node (``KafkaNode.log_dirs``; the metadata log is in the first)."""
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if secure and zookeeper:
@@ -307,8 +312,9 @@ class KafkaCluster:
             props.setdefault("advertised.listeners", f"PLAINTEXT://{HOST}:{client}")
             props.update(base)
             self.nodes[i] = KafkaNode(
-                i, self.run_dir, props, self.profile, client, jmx, other, heap, secure_ports[i], full_jit
-            )
+                i, self.run_dir, props, self.profile, client, jmx, other, heap, secure_ports[i], full_jit,
+                log_dirs,
+            )  # fmt: skip
 
     @property
     def bootstrap(self) -> str:

@@ -34,7 +34,7 @@ STATE_MODULES = frozenset(
     f"spark_jobs.{name}"
     for name in (
         "analysis", "lag", "lag_tracker", "lag_windows", "lag_status", "replication", "isr_ledger",
-        "maintenance", "flapping", "throughput", "rates", "producers", "pipeline_health", "brokers",
+        "maintenance", "flapping", "throughput", "rates", "producers", "pipeline_health", "brokers", "quorum",
     )
 )  # fmt: skip
 CONTAINERS = {
