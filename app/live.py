@@ -109,14 +109,33 @@ RESOURCE_QUERIES = {
     "network idle": "min by (cluster, broker) (kobs_broker_network_processor_idle_ratio)",
     "requests/s": "sum by (cluster, broker) (kobs_broker_requests_per_second)",
     "errors/s": "sum by (cluster, broker) (kobs_broker_request_errors_per_second)",
+    "produce p99": "max by (cluster, broker) "
+    '(kobs_broker_request_latency_seconds{request="Produce",stage="total",quantile="0.99"})',
+    "request queue": "max by (cluster, broker) (kobs_broker_request_queue_size)",
+    "offline log dirs": "max by (cluster, broker) (kobs_broker_offline_log_dirs)",
+    "metadata age": "max by (cluster, broker) (kobs_broker_metadata_lag_seconds)",
 }
 SATURATED_IDLE = 0.2  # thread pools idle less than this are short of threads or CPU (docs/metrics.md)
+# Resource columns of seconds, shown in words (latency_text)
+TIMES = ("produce p99", "metadata age")
+OFFLINE_LOG_DIRS = shipped_line("KafkaOfflineLogDirectory", "kobs_broker_offline_log_dirs")  # > 0 pages
+# The KRaft controller quorum per cluster (spark_jobs' quorum analysis): name -> instant query by cluster.
+QUORUM_QUERIES = {
+    "leader": "max by (cluster) (kobs_quorum_leader)",
+    "epoch": "max by (cluster) (kobs_quorum_epoch)",
+    "voters": "max by (cluster) (kobs_quorum_voters)",
+    "leaderless": "max by (cluster) (kobs_quorum_leaderless_seconds)",
+}
+LEADERLESS = shipped_line("KafkaQuorumLeaderless", "kobs_quorum_leaderless_seconds")  # > 30 s pages
 
 
 def resource_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per cluster and broker: its resources, the brokers whose request handlers idle least first."""
+    """Per cluster and broker: its resources (TIMES in words, empty where unknown), the brokers whose
+    request handlers idle least first."""
     table = wide(frames, ["cluster", "broker"]).reindex(columns=["cluster", "broker", *RESOURCE_QUERIES])
     table = table.sort_values(["handlers idle", "cluster", "broker"], na_position="last")
+    for name in TIMES:
+        table[name] = table[name].map(lambda s: None if pd.isna(s) else latency_text(s))
     return table.reset_index(drop=True)
 
 
@@ -178,6 +197,40 @@ def controller_verdict(active: float | None) -> tuple[bool, str]:
     if active == 0:
         return False, "no active controller: leader elections cannot happen"
     return False, f"{active:.0f} brokers claim to be controller (split brain)"
+
+
+def quorum_lines(frames: Mapping[str, pd.DataFrame]) -> list[tuple[str, str]]:
+    """(level, sentence) per cluster with quorum series (frames of QUORUM_QUERIES; ZooKeeper-mode clusters
+    have none): error once leaderless past LEADERLESS (it pages), warning while electing a leader, else
+    success naming the leader, epoch and voters."""
+    table = wide(frames, ["cluster"]).reindex(columns=["cluster", *QUORUM_QUERIES])
+    lines = []
+    for r in table.sort_values("cluster").to_dict("records"):
+        name, leaderless = plain(r["cluster"]), r["leaderless"]
+        if leaderless > 0:  # NaN (unknown) is never above
+            level = "error" if LEADERLESS.crossed(leaderless) else "warning"
+            state = "has had no leader" if level == "error" else "has been electing a leader"
+            lines.append((level, f"{name}: the controller quorum {state} for {duration_text(leaderless)}"))
+        else:
+            leader, epoch, voters = _number(r["leader"]), _number(r["epoch"]), _count(r["voters"], "voter")
+            lines.append(("success", f"{name}: quorum leader node {leader}, epoch {epoch}, {voters}"))
+    return lines
+
+
+def offline_log_dirs(frame: pd.DataFrame) -> str | None:
+    """The sentence naming each broker with offline log directories (past OFFLINE_LOG_DIRS: it pages) and how
+    many, from the frame of ``RESOURCE_QUERIES["offline log dirs"]``; None when there is none."""
+    rows = [r for r in frame.to_dict("records") if OFFLINE_LOG_DIRS.crossed(r["value"])]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (natural(r["cluster"]), natural(r["broker"])))
+    names = ", ".join(f"{plain(r['cluster'])} broker {r['broker']} ({r['value']:.0f})" for r in rows)
+    return f"Offline log directories: {names}"
+
+
+def natural(value: str) -> tuple[int, str]:
+    """Broker ids in number order (2 before 10), cluster names in text order."""
+    return (int(value), "") if value.isdigit() else (0, value)
 
 
 def status_colour(value: object) -> str | None:
@@ -341,6 +394,11 @@ def unplanned_down(up: pd.DataFrame, restarts: pd.DataFrame) -> pd.DataFrame:
     outages, which page at once."""
     planned = pd.MultiIndex.from_frame(restarts[["cluster", "broker"]])
     return up[(up["value"] < 1) & ~pd.MultiIndex.from_frame(up[["cluster", "broker"]]).isin(planned)]
+
+
+def _number(n: float) -> str:
+    """A whole number from Prometheus (a node id, an epoch), ``?`` when unknown."""
+    return "?" if pd.isna(n) else f"{n:.0f}"
 
 
 def _count(n: float, noun: str) -> str:

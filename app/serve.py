@@ -15,11 +15,13 @@ MAIN = Path(__file__).with_name("main.py")
 
 
 def streamlit_argv(port: int, address: str = "127.0.0.1") -> list[str]:
-    """The command that serves the app headless, without usage statistics."""
+    """The command that serves the app headless, without usage statistics, and without the developer
+    options (Deploy, Rerun, Clear cache) in its toolbar: the people using it are viewers."""
     return [
         sys.executable, "-m", "streamlit", "run", str(MAIN),
         "--server.address", address, "--server.port", str(port),
         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
     ]  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from collectors.admin import REFUSED, admin_client
 from collectors.exposition import ExpositionSource
 from collectors.futures import forget_frames
 from collectors.jmx import BROKER_QUERIES, PRODUCER_QUERIES, JmxSource, QuerySlots
+from collectors.log_dirs import LogDirSource
 from collectors.mapping import DEFAULT_MAPPING
 from collectors.metadata import MetadataSource
 from collectors.offsets import OffsetsSource
@@ -127,6 +128,9 @@ def build_jobs(config: Config) -> list[Job]:
                 cluster, own(intervals.metadata_s), admin, partition_state=not cluster.isr_from_zookeeper
             )
             jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
+            jobs.append(
+                Job(cluster.name, LogDirSource(cluster, own(intervals.metadata_s)), intervals.metadata_s)
+            )
         if cluster.zookeeper and cluster.isr_from_zookeeper:
             zk = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
             jobs.append(Job(cluster.name, _Connected(zk), intervals.metadata_s))

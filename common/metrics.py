@@ -345,6 +345,31 @@ DERIVED_METRICS: tuple[Metric, ...] = (
         "cluster broker",
         "Age of the newest cluster metadata record the broker applied (KRaft).",
     ),
+    # Log directories' disk space (the Admin API's DescribeLogDirs).
+    _m(
+        "kobs_log_dir_free_bytes",
+        "gauge",
+        "cluster broker log_dir",
+        "Bytes free for Kafka on the log directory's filesystem.",
+    ),
+    _m(
+        "kobs_log_dir_free_ratio",
+        "gauge",
+        "cluster broker log_dir",
+        "Share of the log directory's filesystem free for Kafka.",
+    ),
+    _m(
+        "kobs_log_dir_fill_bytes_per_second",
+        "gauge",
+        "cluster broker log_dir",
+        "How fast the free space shrinks, over the last day (negative while retention frees more).",
+    ),
+    _m(
+        "kobs_log_dir_runway_days",
+        "gauge",
+        "cluster broker log_dir",
+        "Days until the log directory's filesystem is full at its fill rate; +Inf while not filling.",
+    ),
     # The KRaft controller quorum.
     _m(
         "kobs_quorum_leader",

@@ -49,6 +49,9 @@ REPLICA_MAX_LAG = "kafka_broker_replica_max_lag_messages"  # the broker's follow
 REPLICATION_BYTES_IN = "kafka_broker_replication_bytes_in_total"  # fetched as a follower
 REPLICATION_BYTES_OUT = "kafka_broker_replication_bytes_out_total"  # served to followers
 LOG_DIR_OFFLINE = "kafka_log_dir_offline"  # label ``log_dir``: 1 when the directory failed (I/O error)
+# A log directory's filesystem, from the Admin API (DescribeLogDirs); labels ``broker``, ``log_dir``
+LOG_DIR_TOTAL_BYTES = "kafka_log_dir_total_bytes"
+LOG_DIR_USABLE_BYTES = "kafka_log_dir_usable_bytes"
 METADATA_LAG_MS = "kafka_broker_metadata_lag_ms"  # age of the newest metadata record the broker applied
 FENCED_BROKERS = "kafka_controller_fenced_brokers"  # KRaft: registered brokers the controller fenced
 ACTIVE_BROKERS = "kafka_controller_active_brokers"  # KRaft: registered, unfenced brokers

@@ -401,6 +401,39 @@ CLUSTER_HEALTH = DashboardSpec(
                     kind="stat",
                     alerts=("KafkaOfflineLogDirectory",),
                 ),
+                Panel(
+                    "Disk free by broker (fullest log dir)",
+                    by("cluster, broker", "min", "kobs_log_dir_free_ratio", *C),
+                    "The free share of each broker's fullest log directory filesystem (the brokers' own "
+                    "answer to DescribeLogDirs). Under 25% opens a ticket, under 10% pages.",
+                    unit="percentunit",
+                    legend="{{cluster}} broker {{broker}}",
+                    alerts=("KafkaDiskSpaceLow", "KafkaDiskSpaceCritical"),
+                ),
+                Panel(
+                    "Disk free bytes by log dir",
+                    by("cluster, broker, log_dir", "min", "kobs_log_dir_free_bytes", *C),
+                    "Bytes free on each log directory's filesystem.",
+                    unit="bytes",
+                    legend="{{cluster}} broker {{broker}} {{log_dir}}",
+                ),
+                Panel(
+                    "Disk runway by log dir",
+                    by("cluster, broker, log_dir", "min", "kobs_log_dir_runway_days", *C),
+                    "Days until each log directory's filesystem is full at the last day's fill rate; no "
+                    "line while it is not filling. Under a day pages.",
+                    unit="d",
+                    legend="{{cluster}} broker {{broker}} {{log_dir}}",
+                    alerts=("KafkaDiskSpaceCritical",),
+                ),
+                Panel(
+                    "Disk fill rate by log dir",
+                    by("cluster, broker, log_dir", "max", "kobs_log_dir_fill_bytes_per_second", *C),
+                    "How fast each log directory's free space shrinks over the last day; below 0 while "
+                    "retention frees more than producers write.",
+                    unit="Bps",
+                    legend="{{cluster}} broker {{broker}} {{log_dir}}",
+                ),
                 *(
                     Panel(
                         title,
@@ -854,7 +887,8 @@ THROUGHPUT_STORAGE = DashboardSpec(
                 Panel(
                     "Stored bytes by topic",
                     by("cluster, topic", "sum", "kobs_topic_stored_bytes", *CT),
-                    "Bytes of the topic's leader replicas on disk (replicas not counted twice).",
+                    "Bytes of all the topic's replicas on disk: a topic with 3 replicas counts each "
+                    "byte 3 times, as the disks hold it.",
                     unit="bytes",
                     legend="{{cluster}}/{{topic}}",
                 ),

@@ -35,6 +35,7 @@ STATE_MODULES = frozenset(
     for name in (
         "analysis", "lag", "lag_tracker", "lag_windows", "lag_status", "replication", "isr_ledger",
         "maintenance", "flapping", "throughput", "rates", "producers", "pipeline_health", "brokers", "quorum",
+        "disks",
     )
 )  # fmt: skip
 CONTAINERS = {

@@ -48,6 +48,7 @@ from spark_jobs.checkpoint import (
     planned_records,
 )
 from spark_jobs.dead_letters import write_dead_letters
+from spark_jobs.disks import DiskAnalysis
 from spark_jobs.exposition import ExpositionPolicy
 from spark_jobs.flapping import FlappingAnalysis
 from spark_jobs.kafka_source import read_metrics, source_options, unreadable
@@ -114,6 +115,7 @@ def analyses(config: Config) -> list[Analysis]:
         ),
         BrokerResourceAnalysis(stale_s=3 * intervals.metrics_s),
         QuorumAnalysis(stale_s=3 * intervals.metrics_s),
+        DiskAnalysis(stale_s=3 * intervals.metadata_s),
     ]
 
 

@@ -33,6 +33,7 @@ LABEL_VALUES = {
     "request": "Produce",
     "stage": "total",
     "quantile": "0.99",
+    "log_dir": "/var/lib/kafka",
     "cause_broker": "",  # the series of trouble no broker explains, always there
 }
 
@@ -75,6 +76,10 @@ HEALTHY: dict[str, float | Callable[[], float]] = {
     "kobs_quorum_epoch": 4,
     "kobs_quorum_voters": 3,
     "kobs_quorum_commit_latency_seconds": 0.002,
+    "kobs_log_dir_free_ratio": 0.6,
+    "kobs_log_dir_free_bytes": 3e11,
+    "kobs_log_dir_runway_days": 40,
+    "kobs_log_dir_fill_bytes_per_second": 1e5,
 }
 
 

@@ -81,12 +81,17 @@ def test_health_shows_brokers_controller_topics_in_trouble_and_the_flapping_time
     at = open_page("health")
     assert at.title[0].value == "Cluster health"
     assert metrics(at) == {"Brokers up": "2 / 3", "Active controllers": "1", "Brokers down": "c1 broker 2"}
-    assert [s.value for s in at.success] == ["Controller: one active controller"]
+    # the exporter's quorum: leader 1, epoch 4, 3 voters, never leaderless
+    assert [s.value for s in at.success] == [
+        "Controller: one active controller",
+        "c1: quorum leader node 1, epoch 4, 3 voters",
+    ]
     assert [e.value for e in at.error] == [UNHEALTHY, "Topics in trouble: orders"]
     resources, topics = at.dataframe[0].value, at.dataframe[1].value
     assert topics.loc[topics["topic"] == "orders", "offline"].item() == 5  # one row: 3 + 2 over cause brokers
     # broker 1's request handlers idle 12% of the time: saturated, and first; heap 3e8 of 4e8 bytes
     assert list(resources["broker"]) == ["1", "3"] and resources["heap used"].tolist() == [0.75, 0.25]
+    assert resources["produce p99"].tolist() == ["4 ms", None]  # broker 1's Produce p99: 0.004 s
     saturated = "Thread pools idle less than 20%: c1 broker 1 (handlers idle 12%)"
     assert [w.value for w in at.warning] == [saturated]
     assert "Flapping partitions per broker" in " ".join(c.value for c in at.caption)
@@ -199,6 +204,8 @@ def test_empty_states_say_what_has_not_arrived(page, says, no_exporter, tmp_path
     at = open_page(page)
     assert not at.error
     assert any(i.value.startswith(says) for i in at.info), [i.value for i in at.info]
+    if page == "health":  # said once, not again by each section lacking the exporter's data
+        assert sum("cannot reach the kobs exporter" in i.value for i in at.info) == 1
     if page == "lag":
         assert f"No lag history yet under {tmp_path / 'history' / 'lag'}: is `kobs stream` running?" in [
             i.value for i in at.info

@@ -379,3 +379,55 @@ def test_brokers_whose_request_handlers_idle_least_come_first_and_pools_under_a_
     assert list(table["broker"]) == ["2", "1", "3"]  # unknown last
     assert set(live.RESOURCE_QUERIES) <= set(table.columns)  # every column, even one nothing reported
     assert live.saturated(table) == ["c1 broker 2 (handlers idle 15%)", "c1 broker 1 (network idle 10%)"]
+
+
+def test_produce_p99_and_metadata_age_read_as_times_and_queues_and_offline_log_dirs_as_counts():
+    table = live.resource_table(
+        {
+            "handlers idle": frame("broker", {"1": 0.5, "2": 0.9, "3": 0.7}),
+            "produce p99": frame("broker", {"1": 0.0123, "2": 3.2}),  # broker 3: not reported
+            "metadata age": frame("broker", {"1": 0.25, "2": 90}),
+            "request queue": frame("broker", {"1": 40, "2": 0}),
+            "offline log dirs": frame("broker", {"1": 0, "2": 1}),
+        }
+    )
+    assert list(table["broker"]) == ["1", "3", "2"]
+    assert list(table["produce p99"]) == ["12 ms", None, "3 s"]  # 0.0123 s = 12.3 ms; unknown: empty
+    assert list(table["metadata age"]) == ["250 ms", None, "1.5 min"]  # 90 s = 1.5 min
+    counts = table.set_index("broker").loc[["1", "2"], ["request queue", "offline log dirs"]]
+    assert counts.to_dict("list") == {"request queue": [40, 0], "offline log dirs": [0, 1]}
+
+
+def per_cluster(values: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"cluster": c, "value": v} for c, v in values.items()])
+
+
+def test_the_quorum_names_its_leader_warns_while_electing_and_errs_past_the_pages_30_s():
+    """KafkaQuorumLeaderless pages above 30 s without a leader: 30 s is still an election, 45 s the page's
+    line. Clusters without quorum series (ZooKeeper mode) have no line."""
+    quorum = {
+        "leader": per_cluster({"c1": 2, "c2": 1, "c3": 3, "c4": 1}),
+        "epoch": per_cluster({"c1": 7, "c2": 9, "c3": 4, "c4": 1}),
+        "voters": per_cluster({"c1": 3, "c2": 3, "c3": 5, "c4": 1}),
+        "leaderless": per_cluster({"c1": 0, "c2": 45, "c3": 30, "c4": 0}),
+    }
+    assert live.quorum_lines(quorum) == [
+        ("success", "c1: quorum leader node 2, epoch 7, 3 voters"),
+        ("error", "c2: the controller quorum has had no leader for 45 s"),
+        ("warning", "c3: the controller quorum has been electing a leader for 30 s"),
+        ("success", "c4: quorum leader node 1, epoch 1, 1 voter"),
+    ]
+    none = pd.DataFrame(columns=["value"])  # what Prometheus answers for a ZooKeeper-mode cluster
+    assert live.quorum_lines(dict.fromkeys(live.QUORUM_QUERIES, none)) == []
+
+
+def test_brokers_with_offline_log_directories_are_named_in_broker_order_with_how_many():
+    dirs = pd.concat(
+        [frame("broker", {"10": 1, "2": 2, "3": 0}), frame("broker", {"1": 1}, cluster="c2")],
+        ignore_index=True,
+    )
+    assert live.offline_log_dirs(dirs) == (
+        "Offline log directories: c1 broker 2 (2), c1 broker 10 (1), c2 broker 1 (1)"
+    )
+    assert live.offline_log_dirs(frame("broker", {"1": 0, "2": 0})) is None
+    assert live.offline_log_dirs(pd.DataFrame(columns=["value"])) is None

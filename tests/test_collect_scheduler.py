@@ -56,8 +56,11 @@ def test_a_clusters_admin_api_sources_share_one_client():
     # One client is what lets them share one metadata request (collectors.admin.topics). An AdminClient
     # with nothing queued has len() 0 and is falsy, so `admin or new_client()` would quietly make two.
     config = Config.model_validate({"clusters": [{"name": "c", "bootstrap_servers": ["127.0.0.1:9"]}]})
-    offsets, metadata = [job.source for job in build_jobs(config) if job.source.name.startswith("admin/")]
-    assert offsets._admin is metadata._admin
+    sources = {
+        job.source.name: job.source for job in build_jobs(config) if job.source.name.startswith("admin/")
+    }
+    assert sources["admin/offsets"]._admin is sources["admin/metadata"]._admin
+    assert set(sources) == {"admin/offsets", "admin/metadata", "admin/log_dirs"}  # log dirs: kafka-python
 
 
 class BuggySource:

@@ -1,5 +1,7 @@
 """A failed log directory on a real Kafka 4.3 node with two (JBOD): kobs reads it offline, by path, as Kafka's
-own JmxTool and ``kafka-log-dirs`` report it, and the brokers analysis serves the count the page reads.
+own JmxTool and ``kafka-log-dirs`` report it, and the brokers analysis serves the count the page reads. The
+Admin API's disk space of each directory is the filesystem's as the operating system reports it (statvfs),
+and a failed directory answers none.
 
 The directory fails the way Kafka's own LogDirFailureTest makes it fail: it is replaced by a plain file, so
 the node's next write there (the high-watermark checkpoint, every 5 s) gets an I/O error and Kafka takes the
@@ -8,6 +10,7 @@ directory offline, while the node runs on in its first directory (which holds th
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 
@@ -16,7 +19,9 @@ import pytest
 from bench.reference import observations
 from collectors.exposition import ExpositionSource
 from collectors.jmx import BROKER_QUERIES, JmxSource
+from collectors.log_dirs import LogDirSource
 from common import names
+from common.config import Cluster
 from common.contract import encode, parse
 from peers import kafka_tools
 from peers.kafka import KafkaCluster
@@ -59,6 +64,34 @@ def offline(node, via: str) -> tuple[dict[str, float], list[Observation]]:
     return by_dir, list(observations(parse(encode(scrape.batch)), BrokerResourceAnalysis.inputs))
 
 
+def disk_space(bootstrap: str, timeout_s: float = 10) -> tuple[dict[tuple[str, str], float], list[str]]:
+    """One scrape of the log dirs source: (name, log dir) → bytes, and its errors."""
+    source = LogDirSource(Cluster(name="c", bootstrap_servers=[bootstrap]), timeout_s)
+    try:
+        scrape = source.collect()
+    finally:
+        source.close()
+    assert {s.labels["broker"] for s in scrape.batch.samples} <= {"1"}
+    return {(s.name, s.labels["log_dir"]): s.value for s in scrape.batch.samples}, scrape.errors
+
+
+def test_each_log_dirs_disk_space_is_its_filesystems_and_a_hung_cluster_is_one_error_line(node):
+    cluster, kafka = node
+    space, errors = disk_space(cluster.bootstrap)
+    assert errors == []
+    for log_dir in map(str, kafka.log_dirs):
+        fs = os.statvfs(log_dir)  # Java's getTotalSpace and getUsableSpace, which the broker answers with
+        assert space[names.LOG_DIR_TOTAL_BYTES, log_dir] == fs.f_blocks * fs.f_frsize
+        usable = space[names.LOG_DIR_USABLE_BYTES, log_dir]
+        assert abs(usable - fs.f_bavail * fs.f_frsize) < 64 * 2**20  # other writers on the host meanwhile
+    cluster.pause(1)  # SIGSTOP: it accepts connections and answers nothing
+    try:
+        space, errors = disk_space(kafka.bootstrap, timeout_s=3)
+    finally:
+        cluster.resume(1)
+    assert space == {} and len(errors) == 1 and errors[0].startswith("describe_log_dirs: ")
+
+
 def test_a_log_dir_replaced_by_a_file_goes_offline_alone_and_kobs_counts_it_by_path(node):
     cluster, kafka = node
     first, second = (str(d) for d in kafka.log_dirs)
@@ -85,4 +118,6 @@ def test_a_log_dir_replaced_by_a_file_goes_offline_alone_and_kobs_counts_it_by_p
         analysis.observe(seen)
         served = {m.name: m.value for m in analysis.evaluate().metrics if m.labels == ("c", "1")}
         assert served["kobs_broker_offline_log_dirs"] == 1, via  # KafkaOfflineLogDirectory: > 0 pages
+    space, errors = disk_space(cluster.bootstrap)  # the failed dir answers no space, the other does
+    assert errors == [] and {d for _, d in space} == {first}
     assert kafka.running  # the node runs on in its first dir

@@ -125,7 +125,7 @@ def test_restored_analyses_take_every_setting_from_the_current_configuration(cap
                 s: getattr(fresh, s) for s in fresh.settings
             }
     changed = [r.getMessage() for r in caplog.records]
-    assert len(changed) == 7  # one line per analysis
+    assert len(changed) == 8  # one line per analysis
     assert (
         "isr_flapping: configuration changed since the snapshot (flaps 3 -> 5, window_s 600.0 -> 300.0, "
         "clear_after_s 900.0 -> 1200.0): state kept, new settings applied"

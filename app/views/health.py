@@ -13,10 +13,10 @@ from common.config import Config
 
 
 def render(config: Config, prom: PrometheusClient) -> None:
-    brokers_and_controller(config, prom)
+    reported = brokers_and_controller(config, prom)
     resources(prom)
     canary(prom)
-    topics(config, prom)
+    topics(config, prom, reported)
     st.subheader("Over time")
     seconds = ui.window_seconds("health_window")
     incidents(prom, seconds)
@@ -24,27 +24,38 @@ def render(config: Config, prom: PrometheusClient) -> None:
     pipeline(prom)
 
 
-def brokers_and_controller(config: Config, prom: PrometheusClient) -> None:
+def brokers_and_controller(config: Config, prom: PrometheusClient) -> bool:
+    """Brokers up and down, planned restarts, offline log directories, the controller and each KRaft
+    cluster's quorum. False after saying why there is no ``kobs_broker_up`` yet."""
     up = ui.instant(prom, config, "kobs_broker_up", "kobs_broker_up")
     if up is None:
-        return
+        return False
     controllers = prom.instant("kobs_cluster_active_controllers")
     healthy, verdict = live.controller_verdict(controllers["value"].sum() if len(controllers) else None)
     restarts = ui.planned_restarts(prom)
     cols = st.columns(3)
     cols[0].metric("Brokers up", f"{int(up['value'].sum())} / {len(up)}")
     cols[1].metric("Active controllers", f"{controllers['value'].sum():.0f}" if len(controllers) else "?")
-    down = live.unplanned_down(up, restarts).sort_values(["cluster", "broker"], key=lambda c: c.map(_natural))
+    down = live.unplanned_down(up, restarts).sort_values(
+        ["cluster", "broker"], key=lambda c: c.map(live.natural)
+    )
     cols[2].metric(
         "Brokers down", ", ".join(f"{r.cluster} broker {r.broker}" for r in down.itertuples()) or "none"
     )
     for level, line in live.restart_lines(restarts):  # planned restarts: not down, but no redundancy either
         (st.error if level == "error" else st.warning)(line)
+    if offline := live.offline_log_dirs(prom.instant(live.RESOURCE_QUERIES["offline log dirs"])):
+        st.error(offline)
     (st.success if healthy else st.error)(f"Controller: {verdict}")
+    quorum = {name: prom.instant(query) for name, query in live.QUORUM_QUERIES.items()}
+    for level, line in live.quorum_lines(quorum):
+        {"error": st.error, "warning": st.warning, "success": st.success}[level](line)
+    return True
 
 
 def resources(prom: PrometheusClient) -> None:
-    """How busy each broker is: CPU, heap, GC, its thread pools' idle share, requests and errors."""
+    """How busy each broker is: CPU, heap, GC, its thread pools' idle share, requests and errors, Produce
+    p99, the request queue, offline log directories and how old its metadata is."""
     st.subheader("Broker resources")
     frames = {name: prom.instant(query) for name, query in live.RESOURCE_QUERIES.items()}
     if all(f.empty for f in frames.values()):
@@ -56,6 +67,7 @@ def resources(prom: PrometheusClient) -> None:
     if busy := live.saturated(table):
         st.warning(f"Thread pools idle less than {live.SATURATED_IDLE:.0%}: {', '.join(busy)}")
     formats = {"CPU cores": "%.2f", "requests/s": "%.0f", "errors/s": "%.1f"}
+    formats |= dict.fromkeys(("request queue", "offline log dirs"), "%d")
     formats |= dict.fromkeys(("heap used", "time in GC", "handlers idle", "network idle"), "percent")
     columns = {name: st.column_config.NumberColumn(name, format=f) for name, f in formats.items()}
     st.dataframe(table, hide_index=True, column_config=columns)
@@ -81,20 +93,22 @@ def canary(prom: PrometheusClient) -> None:
     st.dataframe(
         table,
         hide_index=True,
-        column_config={"delivered": st.column_config.ProgressColumn("delivered", format="percent")},
+        # green over half, red under: by default the theme's primary colour, red, made 100 % read as trouble
+        column_config={
+            "delivered": st.column_config.ProgressColumn("delivered", format="percent", color="auto")
+        },
     )
 
 
-def _natural(value: str) -> tuple[int, str]:
-    """Broker ids in number order (2 before 10), cluster names in text order."""
-    return (int(value), "") if value.isdigit() else (0, value)
-
-
-def topics(config: Config, prom: PrometheusClient) -> None:
+def topics(config: Config, prom: PrometheusClient, reported: bool) -> None:
+    """Partition states per topic; without any, why (unless the brokers above said why already)."""
     st.subheader("Partitions per topic")
     frames = {label: prom.instant(query) for label, query in live.TOPIC_QUERIES.items()}
     if all(f.empty for f in frames.values()):
-        ui.instant(prom, config, live.TOPIC_QUERIES["offline"], "kobs_topic_offline_partitions")
+        if reported:
+            ui.instant(prom, config, live.TOPIC_QUERIES["offline"], "kobs_topic_offline_partitions")
+        else:
+            st.info("No partition states yet either.")
         return
     table = live.topic_health(frames)
     trouble = table[~table["healthy"]]
@@ -151,7 +165,7 @@ def flapping(prom: PrometheusClient, seconds: int) -> None:
     changes_expr = f"sum by (change) (increase(kobs_isr_changes_total[{step * 2:.0f}s]))"
     changes = prom.range(changes_expr, seconds, step)
     if flaps.empty and changes.empty:
-        st.info("No ISR history yet in this window: the replication-health job has not reported.")
+        st.info("No ISR history in this window yet.")  # why: the sections above, when nothing arrived
         return
     left, right = st.columns(2)
     left.caption("Flapping partitions per broker (left and rejoined the ISR ≥ 3 times in 10 min)")
