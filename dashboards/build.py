@@ -157,6 +157,12 @@ def dashboard(spec: DashboardSpec, rules: Rules) -> dict[str, Any]:
         refresh="30s",
         panels=_layout(spec, rules),
         templating=g.Templating(list=_variables(spec)),
+        # the other boards, in a menu at the top, opened on the same time range and variables
+        links=[
+            g.DashboardLink(
+                asDropdown=True, tags=["kobs"], title="Kafka Observatory", includeVars=True, keepTime=True
+            )
+        ],
     ).auto_panel_ids()
     return json.loads(json.dumps(board.to_json_data(), cls=DashboardEncoder))
 

@@ -61,10 +61,11 @@ def increase(labels: str, metric: str, window: str, *variables: str) -> str:
 
 
 def latency(request: str, stage: str, quantile: str) -> str:
-    """The brokers' request time percentiles of the matching request types and stages, on ``$cluster``."""
+    """The brokers' request time percentiles of the matching request types and stages, on the chosen
+    clusters and brokers."""
     return (
         f'kobs_broker_request_latency_seconds{{request=~"{request}",stage=~"{stage}",'
-        f'quantile="{quantile}",cluster=~"$cluster"}}'
+        f'quantile="{quantile}",cluster=~"$cluster",broker=~"$broker"}}'
     )
 
 
@@ -87,10 +88,12 @@ PARTITION_STATUS_COLOURS = {s: c for s, c in GROUP_STATUS_COLOURS.items() if s !
 SOURCE = '{source=~"$cluster/.*"}'
 
 C, CT, CG, CP = ("cluster",), ("cluster", "topic"), ("cluster", "group", "topic"), ("cluster", "client_id")
+CB = ("cluster", "broker")
 
 # Every watched cluster has sources, whatever it is watched through (JMX, an exporter or the Admin API only).
 CLUSTERS = Variable("cluster", "kobs_source_last_seen_timestamp_seconds")
 TOPICS = Variable("topic", "kobs_topic_replication_factor")  # from metadata: every topic of every cluster
+BROKERS = Variable("broker", "kobs_broker_up")  # every broker the metadata lists, of the chosen clusters
 
 # The canary's messages read back and lost per broker over KafkaCanaryUnavailable's window.
 CANARY_RECEIVED = increase("cluster, broker", "kobs_canary_messages_received_total", "2m", *C)
@@ -111,7 +114,7 @@ CANARY_P99 = (  # the end-to-end latency's, over KafkaCanaryLatencyOverSlo's rat
 CLUSTER_HEALTH = DashboardSpec(
     "kobs-cluster-health",
     "Kafka cluster health",
-    (CLUSTERS, TOPICS),
+    (CLUSTERS, TOPICS, BROKERS),
     (
         (
             "Now",
@@ -162,7 +165,7 @@ CLUSTER_HEALTH = DashboardSpec(
             (
                 Panel(
                     "Broker up",
-                    by("cluster, broker", "min", "kobs_broker_up", *C),
+                    by("cluster, broker", "min", "kobs_broker_up", *CB),
                     "Each broker's state over time: down is a broker that left the cluster's metadata or "
                     "stopped reporting.",
                     legend="{{cluster}} broker {{broker}}",
@@ -172,7 +175,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Planned restarts",
-                    by("cluster, broker", "max", "kobs_broker_maintenance", *C),
+                    by("cluster, broker", "max", "kobs_broker_maintenance", *CB),
                     "Brokers in a planned restart: they left by controlled shutdown (SIGTERM; the "
                     "controllers count them) and are away or back but not in every ISR yet. No replication "
                     "risk pages while it lasts; overdue is one that outlasted alerts.maintenance_grace_s, "
@@ -184,7 +187,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Departures not yet explained",
-                    by("cluster, broker", "max", "kobs_broker_departure_unexplained", *C),
+                    by("cluster, broker", "max", "kobs_broker_departure_unexplained", *CB),
                     "A broker that has just left, until a controller reading says whether it asked to leave "
                     "(at most 30 s): the offline and under-min-ISR pages it causes wait for that word, so "
                     "as to name a planned restart.",
@@ -195,7 +198,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Planned restart, share of its grace",
-                    f"{by('cluster, broker', 'max', 'kobs_broker_maintenance_seconds', *C)} / on (cluster) "
+                    f"{by('cluster, broker', 'max', 'kobs_broker_maintenance_seconds', *CB)} / on (cluster) "
                     f"group_left () {by('cluster', 'max', 'kobs_maintenance_grace_seconds', *C)}",
                     "How far each broker's planned restart is into alerts.maintenance_grace_s: at 100% it "
                     "pages as a broker down (or under-replicated for too long).",
@@ -204,7 +207,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Partitions each broker is out of the ISR of",
-                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *C),
+                    by("cluster, broker", "sum", "kobs_broker_out_of_isr_partitions", *CB),
                     "Partitions whose ISR lacks the broker although it is a replica: the broker whose "
                     "followers fell behind. One broker high while the others are 0 points at that broker.",
                     legend="{{cluster}} broker {{broker}}",
@@ -216,7 +219,7 @@ CLUSTER_HEALTH = DashboardSpec(
             (
                 Panel(
                     "CPU cores used",
-                    by("cluster, broker", "max", "kobs_broker_cpu_cores", *C),
+                    by("cluster, broker", "max", "kobs_broker_cpu_cores", *CB),
                     "CPU the broker's process used, in cores (1 = one core busy all the time). A broker "
                     "near its machine's core count is CPU-bound: compression, TLS or too many small "
                     "requests.",
@@ -224,8 +227,8 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Heap used",
-                    f"{by('cluster, broker', 'max', 'kobs_broker_heap_used_bytes', *C)}"
-                    f" / {by('cluster, broker', 'max', 'kobs_broker_heap_max_bytes', *C)}",
+                    f"{by('cluster, broker', 'max', 'kobs_broker_heap_used_bytes', *CB)}"
+                    f" / {by('cluster, broker', 'max', 'kobs_broker_heap_max_bytes', *CB)}",
                     "JVM heap in use as a share of -Xmx. It saws up and down with each collection; only a "
                     "floor that keeps rising after old-generation collections is a problem.",
                     unit="percentunit",
@@ -233,7 +236,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Time in garbage collection",
-                    by("cluster, broker", "max", "kobs_broker_gc_time_ratio", *C),
+                    by("cluster, broker", "max", "kobs_broker_gc_time_ratio", *CB),
                     "Share of the last minute the JVM's collectors ran. A few percent is normal; long "
                     "pauses show as ISR shrinks and request latency at the same time.",
                     unit="percentunit",
@@ -241,7 +244,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Request handler threads idle",
-                    by("cluster, broker", "min", "kobs_broker_request_handler_idle_ratio", *C),
+                    by("cluster, broker", "min", "kobs_broker_request_handler_idle_ratio", *CB),
                     "Share of time the request handlers (num.io.threads) waited for work. Near 1 is idle; "
                     "below about 20-30% the broker is short of handler threads, disk or CPU, and requests "
                     "queue.",
@@ -250,7 +253,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Network processor threads idle",
-                    by("cluster, broker", "min", "kobs_broker_network_processor_idle_ratio", *C),
+                    by("cluster, broker", "min", "kobs_broker_network_processor_idle_ratio", *CB),
                     "Share of time the network threads (num.network.threads) waited for work; low values "
                     "mean sockets wait to be read or written.",
                     unit="percentunit",
@@ -310,14 +313,14 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Request queue by broker",
-                    by("cluster, broker", "max", "kobs_broker_request_queue_size", *C),
+                    by("cluster, broker", "max", "kobs_broker_request_queue_size", *CB),
                     "Requests waiting for a request handler thread (queued.max.requests bounds it, 500 by "
                     "default). Near 0 is healthy; a standing queue means the handlers cannot keep up.",
                     legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Response queue by broker",
-                    by("cluster, broker", "max", "kobs_broker_response_queue_size", *C),
+                    by("cluster, broker", "max", "kobs_broker_response_queue_size", *CB),
                     "Responses waiting for a network thread to send them. Near 0 is healthy.",
                     legend="{{cluster}} broker {{broker}}",
                 ),
@@ -382,7 +385,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Metadata age by broker",
-                    by("cluster, broker", "max", "kobs_broker_metadata_lag_seconds", *C),
+                    by("cluster, broker", "max", "kobs_broker_metadata_lag_seconds", *CB),
                     "Age of the newest metadata record each broker applied. The quorum writes one at least "
                     "every 500 ms, so under a second is healthy; a growing age is a broker behind.",
                     unit="s",
@@ -403,7 +406,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Disk free by broker (fullest log dir)",
-                    by("cluster, broker", "min", "kobs_log_dir_free_ratio", *C),
+                    by("cluster, broker", "min", "kobs_log_dir_free_ratio", *CB),
                     "The free share of each broker's fullest log directory filesystem (the brokers' own "
                     "answer to DescribeLogDirs). Under 25% opens a ticket, under 10% pages.",
                     unit="percentunit",
@@ -412,14 +415,14 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Disk free bytes by log dir",
-                    by("cluster, broker, log_dir", "min", "kobs_log_dir_free_bytes", *C),
+                    by("cluster, broker, log_dir", "min", "kobs_log_dir_free_bytes", *CB),
                     "Bytes free on each log directory's filesystem.",
                     unit="bytes",
                     legend="{{cluster}} broker {{broker}} {{log_dir}}",
                 ),
                 Panel(
                     "Disk runway by log dir",
-                    by("cluster, broker, log_dir", "min", "kobs_log_dir_runway_days", *C),
+                    by("cluster, broker, log_dir", "min", "kobs_log_dir_runway_days", *CB),
                     "Days until each log directory's filesystem is full at the last day's fill rate; no "
                     "line while it is not filling. Under a day pages.",
                     unit="d",
@@ -428,7 +431,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Disk fill rate by log dir",
-                    by("cluster, broker, log_dir", "max", "kobs_log_dir_fill_bytes_per_second", *C),
+                    by("cluster, broker, log_dir", "max", "kobs_log_dir_fill_bytes_per_second", *CB),
                     "How fast each log directory's free space shrinks over the last day; below 0 while "
                     "retention frees more than producers write.",
                     unit="Bps",
@@ -437,7 +440,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 *(
                     Panel(
                         title,
-                        by("cluster, broker", "max", f"kobs_broker_{what}_per_second", *C),
+                        by("cluster, broker", "max", f"kobs_broker_{what}_per_second", *CB),
                         meaning,
                         unit="Bps",
                         legend="{{cluster}} broker {{broker}}",
@@ -459,14 +462,14 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Partitions at min ISR by broker",
-                    by("cluster, broker", "max", "kobs_broker_at_min_isr_partitions", *C),
+                    by("cluster, broker", "max", "kobs_broker_at_min_isr_partitions", *CB),
                     "Partitions each broker leads whose ISR is exactly min.insync.replicas: one more "
                     "replica lost and acks=all producers fail.",
                     legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Followers' largest lag by broker",
-                    by("cluster, broker", "max", "kobs_broker_replica_max_lag_messages", *C),
+                    by("cluster, broker", "max", "kobs_broker_replica_max_lag_messages", *CB),
                     "The most messages any of each broker's followers is behind its leader. It rises with "
                     "bursts and falls back; a steady climb is a follower that cannot keep up.",
                     legend="{{cluster}} broker {{broker}}",
@@ -540,14 +543,14 @@ CLUSTER_HEALTH = DashboardSpec(
             (
                 Panel(
                     "Leaders per broker",
-                    by("cluster, broker", "sum", "kobs_broker_leader_partitions", *C),
+                    by("cluster, broker", "sum", "kobs_broker_leader_partitions", *CB),
                     "Partitions each broker leads. Leaders carry the produce and fetch traffic, so a broker "
                     "with many more than the others is the busy one.",
                     legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Leader imbalance by broker",
-                    by("cluster, broker", "max", "kobs_broker_leader_imbalance_ratio", *C),
+                    by("cluster, broker", "max", "kobs_broker_leader_imbalance_ratio", *CB),
                     "Of the partitions whose preferred leader is the broker, the share led elsewhere. "
                     "Kafka's controller moves leaders back when this passes "
                     "leader.imbalance.per.broker.percentage (10%) and auto.leader.rebalance.enable is on; "
@@ -678,7 +681,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Flapping partitions by broker",
-                    by("cluster, broker", "sum", "kobs_isr_flapping_partitions", *C),
+                    by("cluster, broker", "sum", "kobs_isr_flapping_partitions", *CB),
                     "Partitions the broker left and rejoined the ISR of at least 3 times in 10 minutes.",
                     legend="{{cluster}} broker {{broker}}",
                     alerts=("KafkaIsrFlapping",),
@@ -695,7 +698,7 @@ CLUSTER_HEALTH = DashboardSpec(
                 ),
                 Panel(
                     "Share of ISR flaps by broker",
-                    by("cluster, broker", "max", "kobs_isr_flap_share_ratio", *C),
+                    by("cluster, broker", "max", "kobs_isr_flap_share_ratio", *CB),
                     "Each broker's share of the cluster's ISR flaps in the window.",
                     unit="percentunit",
                     legend="{{cluster}} broker {{broker}}",
@@ -827,7 +830,7 @@ CONSUMER_LAG = DashboardSpec(
 THROUGHPUT_STORAGE = DashboardSpec(
     "kobs-throughput-storage",
     "Kafka throughput vs stored data",
-    (CLUSTERS, TOPICS),
+    (CLUSTERS, TOPICS, BROKERS),
     (
         (
             "Throughput",
@@ -894,14 +897,14 @@ THROUGHPUT_STORAGE = DashboardSpec(
                 ),
                 Panel(
                     "Stored bytes by broker",
-                    by("cluster, broker", "sum", "kobs_broker_stored_bytes", *C),
+                    by("cluster, broker", "sum", "kobs_broker_stored_bytes", *CB),
                     "Bytes of every replica each broker holds: an uneven spread is a placement to fix.",
                     unit="bytes",
                     legend="{{cluster}} broker {{broker}}",
                 ),
                 Panel(
                     "Disk runway by broker",
-                    by("cluster, broker", "min", "kobs_broker_disk_runway_days", *C),
+                    by("cluster, broker", "min", "kobs_broker_disk_runway_days", *CB),
                     "Days until the broker's disks fill at the last day's growth (needs the disk size in "
                     "the cluster's config; no point while the disk is not growing).",
                     unit="d",

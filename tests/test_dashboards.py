@@ -56,6 +56,18 @@ def test_one_file_per_dashboard_with_unique_stable_uids(boards):
     assert len({b["title"] for b in boards.values()}) == len(boards)
 
 
+def test_every_board_links_the_others_and_per_broker_panels_follow_the_broker_variable(boards):
+    for uid, board in boards.items():
+        (link,) = board["links"]  # Grafana lists the dashboards tagged kobs: every other board
+        assert link["type"] == "dashboards" and link["tags"] == ["kobs"] and "kobs" in board["tags"]
+        assert link["includeVars"] and link["keepTime"], uid
+        variables = {v["name"] for v in board["templating"]["list"]}
+        for panel in _panels(board):
+            expr = panel["targets"][0]["expr"]
+            if re.search(r"by \(cluster, broker", expr) and "kobs_canary" not in expr:
+                assert 'broker=~"$broker"' in expr and "broker" in variables, (uid, panel["title"])
+
+
 def test_dashboards_are_grafana_json_with_datasource_and_targets(boards):
     for uid, board in boards.items():
         assert {"title", "uid", "panels", "templating", "schemaVersion", "time"} <= set(board), uid

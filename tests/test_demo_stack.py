@@ -93,6 +93,37 @@ def _derived_unclean(stack: EmbeddedStack) -> float | None:
     )
 
 
+# What on-call opens first, per node: request time, queues, metadata age, log dirs offline and disk space
+PER_NODE = (
+    'kobs_broker_request_latency_seconds{request="Produce",stage="total",quantile="0.99"}',
+    "kobs_broker_request_queue_size", "kobs_broker_offline_log_dirs", "kobs_broker_metadata_lag_seconds",
+    "kobs_log_dir_free_ratio",
+)  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+def test_the_requests_quorum_and_disk_rows_have_every_nodes_data_and_the_quorum_kafkas_leader(stack, player):
+    def nodes(metric: str) -> set[str]:
+        selector = (
+            metric.replace("}", ',job="kobs-exporter",cluster="demo"}')
+            if "{" in metric
+            else (f'{metric}{{job="kobs-exporter",cluster="demo"}}')
+        )
+        return {r["metric"]["broker"] for r in stack.prometheus.query(selector)}
+
+    assert until(lambda: all(nodes(m) == {"1", "2", "3"} for m in PER_NODE), timeout_s=300), {
+        m: nodes(m) for m in PER_NODE
+    }
+    assert _query(stack, 'max(kobs_broker_offline_log_dirs{job="kobs-exporter"})') == {"": 0}
+    leader = int(kafka_tools.quorum_status(stack.kafka.bootstrap)["LeaderId"])
+    quorum = {"leader": "kobs_quorum_leader", "voters": "kobs_quorum_voters"}
+    got = {
+        k: _query(stack, f'max({m}{{job="kobs-exporter",cluster="demo"}})').get("") for k, m in quorum.items()
+    }
+    assert got == {"leader": leader, "voters": 3}
+    assert _query(stack, 'max(kobs_quorum_leaderless_seconds{job="kobs-exporter",cluster="demo"})') == {"": 0}
+
+
 @pytest.mark.timeout(900)
 def test_a_rolling_restart_pages_only_the_outage_of_the_replication_factor_1_topic_naming_it(stack, player):
     """SIGTERM each node in turn, wait for its exit, start it, wait for full ISRs; then 2 minutes. No page or
