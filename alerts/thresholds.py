@@ -4,7 +4,8 @@ A rule's condition compares an aggregate of one metric with a number, as in
 ``max by (cluster, topic) (kobs_topic_under_replicated_seconds) > 15``. The first such comparison of each
 metric in a rule is that rule's line for the metric; a later one on the same metric is a hysteresis arm,
 which only keeps a firing alert firing. Comparisons of arithmetic (``time() - max(...) > 300``) are not
-lines: the number does not apply to the metric itself; nor are those of an ``unless`` arm, which vetoes
+lines on the metric, the number does not apply to the metric itself, but they are on a panel that computes
+exactly that arithmetic (:func:`quantity_lines`); nor are those of an ``unless`` arm, which vetoes
 (``... unless on (cluster, broker) max by (cluster, broker) (kobs_broker_maintenance) == 1``: no alert while
 the broker is in a planned restart) and fires nothing.
 """
@@ -72,6 +73,32 @@ def lines(rules: Iterable[dict]) -> list[Line]:
                 found.append(
                     Line(rule["alert"], severity, match["metric"], match["op"], float(match["value"]))
                 )
+    return found
+
+
+_MATCHERS = re.compile(r"\{[^}]*\}")
+_NUMBER = r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>-?\d+(?:\.\d+)?)(?![\w.])"
+
+
+def _normal(expr: str) -> str:
+    """``expr`` without label matchers, with single spaces and none inside brackets."""
+    text = " ".join(_MATCHERS.sub("", expr).split())
+    return re.sub(r"([(\[]) | ([)\]])", r"\1\2", text)
+
+
+def quantity_lines(expr: str, rules: Iterable[dict]) -> list[Line]:
+    """The lines of the rules that compare exactly what ``expr`` computes (label matchers aside) with a
+    number, as ``time() - max by (query) (kobs_pipeline_last_batch_timestamp_seconds) > 300`` for a panel
+    of ``time() - max by (query) (...)``: a panel of that quantity shows where the rule fires, whatever its
+    arithmetic. Vetoes (``unless`` arms) draw nothing."""
+    quantity = re.escape(_normal(expr))
+    found = []
+    for rule in rules:
+        arms = _normal(without_vetoes(rule["expr"].strip()))
+        for match in re.finditer(rf"(?:^|\(|\bor |\band ){quantity}{_NUMBER}", arms):
+            severity = rule.get("labels", {}).get("severity", "ticket")
+            found.append(Line(rule["alert"], severity, expr, match["op"], float(match["value"])))
+            break
     return found
 
 

@@ -57,12 +57,13 @@ class Rules:
         self.runbook_url = runbook_url
 
     def lines_of(self, panel: Panel) -> list[thresholds.Line]:
-        """The lines of the panel's alerts on metrics its query reads."""
+        """The lines of the panel's alerts on metrics its query reads, or on the very quantity it shows."""
+        alerts = [self.by_name[a] for a in panel.alerts]
         return [
             line
             for line in self.lines
             if line.alert in panel.alerts and re.search(rf"\b{line.metric}\b", panel.expr)
-        ]
+        ] or thresholds.quantity_lines(panel.expr, alerts)
 
     def link(self, alert: str) -> str:
         return runbooks.url(self.runbook_url, alert, self.by_name[alert]["annotations"]["runbook_url"])

@@ -333,9 +333,16 @@ CLUSTER_HEALTH = DashboardSpec(
                     "Active controller (quorum leader)",
                     by("cluster", "max", "kobs_quorum_leader", *C),
                     "Node id of the KRaft quorum's leader, the active controller: the last one named, kept "
-                    "during an election. Steps are moves; more than 3 in 10 minutes opens a ticket.",
-                    alerts=("KafkaControllerMovingOften",),
+                    "during an election. Each step is a move.",
                     legend="{{cluster}}",
+                ),
+                Panel(
+                    "Active controller moves (10 minutes)",
+                    f"max by (cluster) (changes({sel('kobs_quorum_leader', *C)}[10m]))",
+                    "How many times the active controller moved in the last 10 minutes: 0 is healthy, a "
+                    "move now and then is a restart or a failover; more than 3 opens a ticket.",
+                    legend="{{cluster}}",
+                    alerts=("KafkaControllerMovingOften",),
                 ),
                 Panel(
                     "Time without a quorum leader",

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alerts import check
-from alerts.thresholds import GREEN, ORANGE, RED, Line, colour, lines, steps
+from alerts.thresholds import GREEN, ORANGE, RED, Line, colour, lines, quantity_lines, steps
 
 SHIPPED = lines(check.alert_rules())
 
@@ -88,3 +88,19 @@ LINE = st.builds(
 def test_every_value_gets_the_colour_the_rules_give_it(lines_, x):
     """Whatever the lines, Grafana colouring a value by the steps agrees with the rules' own verdict."""
     assert _grafana_colour(steps(lines_), x) == colour(lines_, x)
+
+
+def test_a_panel_of_exactly_the_rules_arithmetic_gets_its_line_and_another_window_none():
+    rules = check.alert_rules()
+    stalled = 'time() - max by (query) (kobs_pipeline_last_batch_timestamp_seconds{query=~"$query"})'
+    ((alert, op, value),) = [(x.alert, x.op, x.value) for x in quantity_lines(stalled, rules)]
+    assert (alert, op, value) == ("KobsPipelineStalled", ">", 300.0)
+    moves = 'max by (cluster) (changes(kobs_quorum_leader{cluster=~"$cluster"}[10m]))'
+    assert [(x.alert, x.op, x.value) for x in quantity_lines(moves, rules)] == [
+        ("KafkaControllerMovingOften", ">", 3.0)
+    ]
+    # the same counter over another window is another quantity: "> 0 in 2 minutes" is no line on an hour
+    hour = "sum by (cluster) (increase(kobs_unclean_leader_elections_total[1h]))"
+    assert quantity_lines(hour, rules) == []
+    # a quantity a rule only vetoes with draws nothing
+    assert quantity_lines("max by (cluster, broker) (kobs_broker_maintenance)", rules) == []
