@@ -141,6 +141,38 @@ class Cluster:
             accepts &= (self.state.isr_rank[:, topic.rows] >= 0).sum(axis=0) >= topic.min_insync_replicas
         return accepts
 
+    def fetch_shares(self, followers: np.ndarray | None = None) -> dict[int, float]:
+        """Per broker with a fetch throughput limit, the bytes/s each of its follower replicas may fetch: the
+        limit shared fairly. ``followers`` marks the follower replicas (worked out when not given)."""
+        st = self.state
+        if followers is None:
+            followers = (st.broker >= 0) & (st.broker != st.leader)
+        count = np.bincount(st.broker[followers], minlength=self.slots)
+        return {b: limit / max(count[b], 1) for b, limit in self._fetch_limits().items()}
+
+    def isr_catch_up_s(self) -> np.ndarray:
+        """Per partition, how long until what its leader has now is on every in-sync follower, or the leader
+        has dropped those without it: per follower, its backlog over its fetch share (0 without a limit), at
+        most the time left until it has not caught up for ``replica_lag_time_max_s``."""
+        st = self.state
+        rate = np.full(self.slots + 1, np.inf)  # the extra last slot: id -1
+        for b, share in self.fetch_shares().items():
+            rate[b] = share
+        is_leader = st.broker == st.leader
+        backlog = (np.where(is_leader, st.leo, 0).max(axis=0) - st.leo) * st.message_bytes
+        waiting = (st.isr_rank >= 0) & ~is_leader & (backlog > 0)
+        left = np.maximum(self.settings.replica_lag_time_max_s - (self.now - st.caught_up_at), 0.0)
+        with np.errstate(divide="ignore"):  # a follower limited to 0 B/s waits out its time left
+            seconds = np.where(waiting, np.minimum(backlog / rate[st.broker], left), 0.0)
+        return seconds.max(axis=0, initial=0.0)
+
+    def follower_max_lag(self, broker_id: int) -> int:
+        """``ReplicaFetcherManager`` ``MaxLag``: the largest leader HW minus this broker's log end offset
+        over the partitions it follows a live leader of (0 when it follows none)."""
+        st = self.state
+        following = (st.broker == broker_id) & (st.leader != broker_id) & self.alive_slots()[st.leader]
+        return int(np.where(following, st.hw - st.leo, 0).max(initial=0))
+
     def topic_meter(self, name: str, broker_id: int) -> dict[str, int]:
         """A ``BrokerTopicMetrics`` meter of one broker per topic, for the topics it has counted. Byte meters
         are the message meters times the topic's message size."""
@@ -221,13 +253,12 @@ class Cluster:
         with a fetch throughput limit its fair share of the limit plus the credit it carried over. Also the
         byte budgets behind it, or ``None`` when no broker is limited."""
         st, most = self.state, self.settings.replica_fetch_max_bytes
-        limits = self._fetch_limits()
-        if not limits:
+        shares = self.fetch_shares(followers)
+        if not shares:
             return most // st.message_bytes, None  # per partition; broadcasts over the replicas
         share = np.full(self.slots + 1, float(most))
-        count = np.bincount(st.broker[followers], minlength=len(share))
-        for b, limit in limits.items():
-            share[b] = limit * dt / max(count[b], 1)
+        for b, rate in shares.items():
+            share[b] = rate * dt
         budget = np.minimum(most, st.fetch_credit + share[st.broker])
         return budget // st.message_bytes, budget
 

@@ -2,7 +2,8 @@
 
 Names follow the widely used Strimzi JMX-exporter rules: ``kafka.<domain><type=T, name=N><>Value`` becomes
 the gauge ``kafka_<domain>_<t>_<n>``, a meter's ``Count`` the counter ``kafka_<domain>_<t>_<n-without-PerSec>
-_total``, a timer's ``Count`` ``..._count``; extra bean keys (topic, partition) become labels; client beans
+_total``, a timer's ``Count`` ``..._count``, a histogram's ``NNthPercentile`` the gauge ``..._<n>`` with label
+``quantile="0.NN"``; extra bean keys (topic, partition, request, clientId) become labels; client beans
 ``kafka.producer<type=producer-metrics, client-id=C><>attr`` become ``kafka_producer_producer_metrics_<attr>``
 with label ``client_id``. The full mapping is in ``docs/simulator.md``.
 """
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.samples import Sample
 
+from simulator import request_metrics
 from simulator.cluster import Cluster
 from simulator.producer import Producer
 
@@ -65,6 +67,11 @@ class BrokerCollector:
             sum(len(p.isr) < c.topics[p.topic].min_insync_replicas for p in led),
             "Partitions led here with fewer in-sync replicas than min.insync.replicas",
         )
+        yield _gauge(
+            "kafka_server_replicamanager_atminisrpartitioncount",
+            sum(len(p.isr) == c.topics[p.topic].min_insync_replicas for p in led),
+            "Partitions led here with exactly min.insync.replicas in-sync replicas",
+        )
         yield _gauge("kafka_server_replicamanager_partitioncount", len(hosted), "Replicas on this broker")
         yield _gauge("kafka_server_replicamanager_leadercount", len(led), "Partitions led by this broker")
         yield CounterMetricFamily(
@@ -86,6 +93,9 @@ class BrokerCollector:
         yield _gauge(
             "kafka_controller_kafkacontroller_offlinepartitionscount", offline, "Partitions without a leader"
         )
+        active = sum(broker.alive for broker in c.brokers.values()) if is_controller else 0
+        yield _gauge("kafka_controller_kafkacontroller_activebrokercount", active, "Live brokers")
+        yield _gauge("kafka_controller_kafkacontroller_fencedbrokercount", 0, "Always 0 in ZooKeeper mode")
         yield CounterMetricFamily(
             "kafka_controller_controllerstats_uncleanleaderelections",
             "Unclean leader elections (UncleanLeaderElectionsPerSec Count)",
@@ -113,6 +123,12 @@ class BrokerCollector:
             "Failed produce requests",
         )
         yield _gauge("kafka_log_logmanager_offlinelogdirectorycount", 0, "Offline log directories")
+        lag = GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag", "Largest lag of a follower here", labels=["clientId"]
+        )
+        lag.add_metric(["Replica"], c.follower_max_lag(b))
+        yield lag
+        yield from self._requests()
         yield from self._logs()
         if c.settings.disk_bytes is not None:  # the node exporter's view of the log directory
             free = c.settings.disk_bytes - int(c.storage.broker_bytes()[b])
@@ -122,6 +138,21 @@ class BrokerCollector:
                 )
                 family.add_metric([LOG_DIR], value)
                 yield family
+
+    def _requests(self) -> Iterator[Metric]:
+        """Produce's stand-in time percentiles (``simulator.request_metrics``); the request channel's
+        queues, empty: the model serves every request within its tick."""
+        for stage, values in request_metrics.produce_ms(self.cluster, self.broker_id).items():
+            family = GaugeMetricFamily(
+                f"kafka_network_requestmetrics_{stage}",
+                f"{stage} percentiles (stand-in)",
+                labels=["request", "quantile"],
+            )
+            for quantile, value in zip(request_metrics.QUANTILES, values, strict=True):
+                family.add_metric(["Produce", quantile], value)
+            yield family
+        for queue in ("request", "response"):
+            yield _gauge(f"kafka_network_requestchannel_{queue}queuesize", 0, f"{queue.title()}s queued")
 
     def _logs(self) -> Iterator[Metric]:
         """``kafka.log:type=Log`` beans of every replica on this broker."""
