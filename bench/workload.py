@@ -20,6 +20,7 @@ from common.placement import assign_replicas
 PARTITIONS_PER_TOPIC = 50
 REPLICATION_FACTOR = 3
 MESSAGE_BYTES = 1000
+DISK_BYTES = 10**12  # each broker's log directory
 REQUESTS = ("Produce", "FetchConsumer", "FetchFollower")
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -118,8 +119,20 @@ class Workload:
             names.UNCLEAN_ELECTIONS: 0,
             names.LEADER_ELECTIONS: len(led) + int(r >= self.shape.rounds // 2),
             names.OFFLINE_LOG_DIRS: 0,
+            # every node a voter of the quorum, whose leader is the active controller (one election midway)
+            names.RAFT_LEADER: self._controller(r),
+            names.RAFT_EPOCH: 1 + int(r >= self.shape.rounds // 2),
+            names.RAFT_VOTERS: self.shape.brokers,
         }
         samples = [Sample(name, brokers, value) for name, value in gauges.items()]
+        produce_p99 = {**brokers, "request": "Produce", "quantile": "0.99"}
+        samples.append(Sample(names.REQUEST_TOTAL_MS, produce_p99, 2.0 + broker + r % 3))
+        log_dir = {**brokers, "log_dir": "/var/lib/kafka"}  # its disk fills with what it stores
+        stored = sum(tp.end(t) for tp in hosted) * MESSAGE_BYTES
+        samples += [
+            Sample(names.LOG_DIR_TOTAL_BYTES, log_dir, DISK_BYTES),
+            Sample(names.LOG_DIR_USABLE_BYTES, log_dir, DISK_BYTES - stored),
+        ]
         by_topic: dict[str, int] = {}
         for tp in led:
             by_topic[tp.topic] = by_topic.get(tp.topic, 0) + tp.end(t)

@@ -143,16 +143,21 @@ def list_topics(admin: AdminClient, timeout_s: float) -> Any:
     return found
 
 
+def refusal_text(admin: AdminClient) -> str | None:
+    """What the cluster refused ``admin`` (its login or certificates) since it last answered a listing,
+    naming the configuration key to check; None when it refused nothing."""
+    watch = _watches.get(id(admin))
+    if watch is None:
+        return None
+    admin.poll(0)  # serves the error callback
+    return None if watch.refused is None else f"{cause(watch.refused)} — check {watch.where}.security"
+
+
 def _unanswered(admin: AdminClient, error: KafkaError) -> KafkaException:
     """The exception of a listing that failed with ``error``: :class:`Refused` when the cluster refused the
     login or the certificates since it last answered one."""
-    watch = _watches.get(id(admin))
-    if watch is not None:
-        admin.poll(0)  # serves the error callback
-        if watch.refused is not None:
-            text = f"{cause(watch.refused)} — check {watch.where}.security"
-            return Refused(KafkaError(KafkaError._AUTHENTICATION, text))
-    return KafkaException(error)
+    text = refusal_text(admin)
+    return Refused(KafkaError(KafkaError._AUTHENTICATION, text)) if text else KafkaException(error)
 
 
 def topics(admin: AdminClient, timeout_s: float) -> dict[str, TopicMetadata]:

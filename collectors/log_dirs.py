@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
 
+from collectors.admin import REFUSED, refusal_text
 from collectors.source import Scrape, now_ms
 from common import names
 from common.config import Cluster, secret
@@ -35,11 +37,13 @@ def client_settings(cluster: Cluster, timeout_s: float) -> dict[str, Any]:
     security, where = cluster.security, f"clusters[{cluster.name}].security"
     if security.sasl_mechanism == "OAUTHBEARER":
         raise ValueError(f"{where}.sasl_mechanism OAUTHBEARER: the log dirs source cannot log in with it")
+    timeout_ms = min(HUNG_BROKER_TIMEOUT_MS, int(timeout_s * 1000))
     settings = {
         "bootstrap_servers": list(cluster.bootstrap_servers),
         "client_id": "kobs-log-dirs",
         "security_protocol": security.protocol,
-        "request_timeout_ms": min(HUNG_BROKER_TIMEOUT_MS, int(timeout_s * 1000)),
+        "request_timeout_ms": timeout_ms,
+        "bootstrap_timeout_ms": timeout_ms,  # a refused login only ever times out (30 s by default)
         "sasl_mechanism": security.sasl_mechanism,
         "sasl_plain_username": security.sasl_username,
         "sasl_plain_password": secret(security.sasl_password_env, f"{where}.sasl_password_env"),
@@ -70,9 +74,12 @@ def space_samples(answers: list[dict]) -> list[Sample]:
 class LogDirSource:
     """The log directories' disk space of one cluster's brokers; never raises for a cluster fault."""
 
-    def __init__(self, cluster: Cluster, timeout_s: float = 10.0):
+    def __init__(self, cluster: Cluster, timeout_s: float = 10.0, watched: AdminClient | None = None):
+        """``watched``: the cluster's Admin API client (confluent-kafka), whose word on a refused login or
+        certificate names the cause where kafka-python only times out."""
         self.cluster, self.name, self.timeout_s = cluster, SOURCE, timeout_s
         self._settings = client_settings(cluster, timeout_s)  # a configuration error stops the start
+        self._watched = watched
         self._admin: KafkaAdminClient | None = None
 
     def collect(self) -> Scrape:
@@ -83,7 +90,9 @@ class LogDirSource:
             brokers = sorted(b["broker_id"] for b in self._admin.describe_cluster()["brokers"])
         except Exception as exc:  # kafka-python's errors: no broker reachable, a timeout, a refused login
             self.close()  # a fresh client next time: it reconnects and relearns the brokers
-            return Scrape(Batch(self.cluster.name, SOURCE, ts), [f"describe_log_dirs: {exc}"])
+            refused = refusal_text(self._watched) if self._watched is not None else None
+            error = f"{REFUSED}: {refused}" if refused else f"describe_log_dirs: {exc}"
+            return Scrape(Batch(self.cluster.name, SOURCE, ts), [error])
         for broker in brokers:  # one broker's failure costs only its own directories
             try:
                 answers += self._admin.describe_log_dirs(topic_partitions={}, brokers=[broker])

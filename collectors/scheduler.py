@@ -128,9 +128,8 @@ def build_jobs(config: Config) -> list[Job]:
                 cluster, own(intervals.metadata_s), admin, partition_state=not cluster.isr_from_zookeeper
             )
             jobs.append(Job(cluster.name, metadata, intervals.metadata_s))
-            jobs.append(
-                Job(cluster.name, LogDirSource(cluster, own(intervals.metadata_s)), intervals.metadata_s)
-            )
+            log_dirs = LogDirSource(cluster, own(intervals.metadata_s), admin)
+            jobs.append(Job(cluster.name, log_dirs, intervals.metadata_s))
         if cluster.zookeeper and cluster.isr_from_zookeeper:
             zk = ZooKeeperIsrSource(cluster.name, cluster.zookeeper, full_diff_s=intervals.metadata_s)
             jobs.append(Job(cluster.name, _Connected(zk), intervals.metadata_s))

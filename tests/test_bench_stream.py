@@ -42,13 +42,14 @@ def test_every_round_is_valid_contract_records_of_every_source():
         sources = {b.source for b in batches}
         assert sources >= {"exporter/broker-0", "exporter/broker-2", "admin/metadata", "admin/offsets"}
         # Two topics (50 + 10 partitions), replication factor 3 on 3 brokers: every broker hosts every
-        # partition; each reports 11 gauges, 4 meters per topic it leads, 2 per request type and a log size
-        # per replica. Metadata: replicas, ISR, leader per partition. Offsets: start and end per partition,
-        # committed per partition of each group's topic (50 and 10), info and members per group.
-        # 4 producers x 9 client metrics.
+        # partition; each reports 14 gauges (3 of them its view of the quorum), a Produce p99, its log dir's
+        # total and usable bytes, 4 meters per topic it leads, 2 per request type and a log size per replica.
+        # Metadata: replicas, ISR, leader per partition. Offsets: start and end per partition, committed per
+        # partition of each group's topic (50 and 10), info and members per group. 4 producers x 9 client
+        # metrics.
         assert (
             sum(len(b.samples) for b in batches)
-            == 3 * (11 + 4 * 2 + 2 * 3 + 60) + 3 * 60 + (2 * 60 + 50 + 10 + 2 * 2) + 4 * 9
+            == 3 * (14 + 1 + 2 + 4 * 2 + 2 * 3 + 60) + 3 * 60 + (2 * 60 + 50 + 10 + 2 * 2) + 4 * 9
         )
 
 

@@ -181,7 +181,7 @@ def test_collect_once_reads_offsets_and_metadata_and_publishes_through(secure, t
     create_topic(secure.bootstrap, metrics_topic, 2)  # leaders ready before the one cycle
     result = collect_once(config_doc(bootstrap, security, metrics_topic, tmp_path / "run"), tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    for source in ("sec/admin/offsets", "sec/admin/metadata"):
+    for source in ("sec/admin/offsets", "sec/admin/metadata", "sec/admin/log_dirs"):  # kafka-python's login
         (line,) = [line for line in result.stdout.splitlines() if line.split()[:1] == [source]]
         assert line.split()[1] == "ok", result.stdout
     assert "(all delivered)" in result.stdout
@@ -275,15 +275,16 @@ def test_a_watched_cluster_that_refuses_the_login_is_named_and_the_others_are_wa
         "— check clusters[refusing].security; watching the others, and asking it again less often"
     )
     rows = {row.split()[0]: row.split(None, 2)[1:] for row in result.stdout.splitlines()[2:-1]}
-    assert rows["sec/admin/offsets"][0] == rows["sec/admin/metadata"][0] == "ok", result.stdout
-    for source in ("refusing/admin/offsets", "refusing/admin/metadata"):
+    for source in ("sec/admin/offsets", "sec/admin/metadata", "sec/admin/log_dirs"):
+        assert rows[source][0] == "ok", result.stdout
+    for source in ("refusing/admin/offsets", "refusing/admin/metadata", "refusing/admin/log_dirs"):
         assert rows[source][0] == "FAILED", result.stdout
         assert "refused x1 (refused: SASL authentication" in rows[source][1], result.stdout
         (named,) = [entry for entry in logged if f" {source}: refused: SASL authentication" in entry]
         assert named.endswith(
             "invalid credentials with SASL mechanism SCRAM-SHA-512 — check clusters[refusing].security"
         )
-    assert len(logged) == 2, result.stderr
+    assert len(logged) == 3, result.stderr
     ends, committed = offsets_on_metrics_topic(secure.bootstrap, metrics_topic)
     assert ends == PRODUCED and committed == COMMITTED  # the healthy cluster's, as Kafka's tools say
     assert truth["group"] == {p: (committed[p], ends[p]) for p in COMMITTED}
