@@ -137,7 +137,9 @@ def test_demo_starts_the_stack_and_leaves_nothing_running_after_sigterm(tmp_path
         assert {"KafkaOfflinePartitions", "KafkaProducerBlocked"} <= alert_names
         # The simulated fleet answers in the JMX exporter's format, and Prometheus is told to scrape it.
         broker_url = next(line.split()[-3] for line in lines if "simulated fleet:" in line)
-        with urllib.request.urlopen(broker_url, timeout=10) as response:
+        # (a liveness check, not a timing one: on a CI run's two busy workers, while the demo's JVMs and
+        # Spark started, the fleet's first page once took over 10 s)
+        with urllib.request.urlopen(broker_url, timeout=60) as response:
             assert b"kafka_server_replicamanager_underreplicatedpartitions" in response.read()
         scraped, deadline = set(), time.monotonic() + 20
         while broker_url not in scraped and time.monotonic() < deadline:  # target discovery is asynchronous
